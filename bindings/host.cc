@@ -1,0 +1,308 @@
+#include "bindings/host.h"
+
+#include <luajit.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings/module.h"
+#include "bindings/repl.h"
+#include "runtime/common/init.h"
+#include "runtime/common/version.h"
+#include "store/version.h"
+
+namespace vt::lua {
+namespace {
+
+constexpr const char* kProgram = "vtrun";
+
+lua_State* g_interruptible = nullptr;  // the state a Ctrl-C should interrupt, if any
+
+void InterruptHook(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  luaL_error(L, "interrupted!");
+}
+
+void OnInterrupt(int) {
+  // A second Ctrl-C before the hook fires (e.g. inside a long C++ call) kills the process.
+  signal(SIGINT, SIG_DFL);
+  if (g_interruptible != nullptr) {
+    lua_sethook(g_interruptible, InterruptHook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string ExecutableDirectory() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  std::string path(buf);
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// package.path entries from VTRUN_PATH: colon-separated directories (or templates with '?').
+std::string ExtraPathEntries() {
+  const char* env = std::getenv("VTRUN_PATH");
+  if (env == nullptr || *env == '\0') return "";
+  std::string out, entry;
+  std::string s(env);
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t colon = s.find(':', start);
+    entry = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (!entry.empty()) {
+      out += entry.find('?') != std::string::npos ? entry + ";" : entry + "/?.lua;" + entry + "/?/init.lua;";
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return out;
+}
+
+void SetPackagePath(lua_State* L, const std::string& lib) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  std::string path = ExtraPathEntries() + lib + "/?.lua;" + lib + "/?/init.lua;" + lua_tostring(L, -1);
+  lua_pop(L, 1);
+  lua_pushstring(L, path.c_str());
+  lua_setfield(L, -2, "path");
+  // package.preload["vt.core"]: the C++ half of the module.
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, OpenVtCore);
+  lua_setfield(L, -2, "vt.core");
+  lua_pop(L, 2);
+}
+
+void PrintVersion() {
+  std::printf("vtrun %s\n  LuaJIT   %s\n  LibTorch %s\n  RocksDB  %s\n  OpenSSL  %s\n", VTRUN_VERSION,
+              LUAJIT_VERSION + 7, TorchVersion().c_str(), store::RocksDbVersion().c_str(),
+              store::OpenSslVersion().c_str());
+}
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out,
+               "usage: vtrun [options] [script [args...]]\n"
+               "  script       run a Lua file; it sees its arguments in `arg` and `...`\n"
+               "  -            run standard input as a script\n"
+               "  -e code      run a string of Lua (may be repeated)\n"
+               "  -l name      require a module and set the global `name`\n"
+               "  -i           enter the REPL after running the script or -e code\n"
+               "  -v, --version  print the versions of vtrun and its libraries\n"
+               "  -h, --help     print this help\n"
+               "  --           stop handling options\n"
+               "With no script and no -e, vtrun opens the REPL on a terminal and runs\n"
+               "standard input otherwise. The global `vt` is loaded everywhere.\n"
+               "Environment: VTRUN_PATH (extra Lua module directories, ':'-separated),\n"
+               "VTRUN_THREADS (LibTorch threads; default: all CPUs).\n");
+}
+
+struct CommandLine {
+  std::vector<std::pair<char, std::string>> actions;  // ('e', code) or ('l', module)
+  bool interactive = false;
+  bool version = false;
+  bool help = false;
+  int script = 0;  // argv index of the script (or "-"), 0 if none
+};
+
+// Returns false after printing an error for a malformed command line.
+bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.empty() || a[0] != '-' || a == "-") break;
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-i") {
+      cl->interactive = true;
+    } else if (a == "-v" || a == "--version") {
+      cl->version = true;
+    } else if (a == "-h" || a == "--help") {
+      cl->help = true;
+    } else if (a == "-e" || a == "-l") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: '%s' needs an argument\n", kProgram, a.c_str());
+        return false;
+      }
+      cl->actions.emplace_back(a[1], argv[++i]);
+    } else if ((a.rfind("-e", 0) == 0 || a.rfind("-l", 0) == 0) && a.size() > 2) {
+      cl->actions.emplace_back(a[1], a.substr(2));
+    } else {
+      std::fprintf(stderr, "%s: unrecognized option '%s'\n", kProgram, a.c_str());
+      PrintUsage(stderr);
+      return false;
+    }
+  }
+  cl->script = i < argc ? i : 0;
+  return true;
+}
+
+// The global `arg`: arg[0] is the script, arg[1..] its arguments, negatives the interpreter
+// and options (as lua.c does). Pushes the script arguments and returns their count.
+int SetArgTable(lua_State* L, int argc, char** argv, int script) {
+  int base = script == 0 ? argc : script;
+  lua_createtable(L, argc - base, base);
+  for (int i = 0; i < argc; ++i) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - base);
+  }
+  lua_setglobal(L, "arg");
+  int n = 0;
+  for (int i = base + 1; i < argc; ++i, ++n) lua_pushstring(L, argv[i]);
+  return n;
+}
+
+int RunLoaded(lua_State* L, int status, int nargs) {
+  if (status == 0) {
+    lua_insert(L, -(nargs + 1));
+    status = CallInterruptible(L, nargs, 0);
+  } else {
+    lua_pop(L, nargs);
+  }
+  if (status != 0) ReportError(L);
+  return status;
+}
+
+int RunString(lua_State* L, const std::string& code) {
+  int status = luaL_loadbuffer(L, code.data(), code.size(), "=(command line)");
+  return RunLoaded(L, status, 0);
+}
+
+int RequireModule(lua_State* L, const std::string& name) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, name.c_str());
+  int status = CallInterruptible(L, 1, 1);
+  if (status != 0) {
+    ReportError(L);
+    return status;
+  }
+  lua_setglobal(L, name.c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::string LibraryDirectory() {
+  std::string installed = ExecutableDirectory() + "/../share/vtrun/lua";
+  if (IsFile(installed + "/vt/init.lua")) return installed;
+  std::string source = VTRUN_SOURCE_SCRIPTS;
+  if (IsFile(source + "/vt/init.lua")) return source;
+  throw std::runtime_error("cannot find the vt Lua library (looked for vt/init.lua in " + installed +
+                           " and " + source + "); set VTRUN_PATH or reinstall");
+}
+
+lua_State* NewHostState() {
+  std::string lib = LibraryDirectory();
+  lua_State* L = luaL_newstate();
+  if (L == nullptr) throw std::runtime_error("cannot create a Lua state (out of memory)");
+  luaL_openlibs(L);
+  SetPackagePath(L, lib);
+  lua_getglobal(L, "require");
+  lua_pushstring(L, "vt");
+  lua_pushcfunction(L, Traceback);
+  lua_insert(L, -3);
+  if (lua_pcall(L, 1, 1, -3) != 0) {
+    std::string msg = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+    lua_close(L);
+    throw std::runtime_error("loading the vt library failed: " + msg);
+  }
+  lua_setglobal(L, "vt");
+  lua_pop(L, 1);
+  return L;
+}
+
+int Traceback(lua_State* L) {
+  if (!lua_isstring(L, 1)) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_isstring(L, -1)) return 1;
+    lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    lua_replace(L, 1);
+  }
+  luaL_traceback(L, L, lua_tostring(L, 1), 1);
+  return 1;
+}
+
+int CallInterruptible(lua_State* L, int nargs, int nresults) {
+  int base = lua_gettop(L) - nargs;
+  lua_pushcfunction(L, Traceback);
+  lua_insert(L, base);
+  lua_State* previous = g_interruptible;
+  g_interruptible = L;
+  struct sigaction action {}, old {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &old);
+  int status = lua_pcall(L, nargs, nresults, base);
+  sigaction(SIGINT, &old, nullptr);
+  lua_sethook(L, nullptr, 0, 0);
+  g_interruptible = previous;
+  lua_remove(L, base);
+  return status;
+}
+
+void ReportError(lua_State* L) {
+  const char* msg = lua_tostring(L, -1);
+  std::fprintf(stderr, "%s: %s\n", kProgram, msg ? msg : "(error object is not a string)");
+  std::fflush(stderr);
+  lua_pop(L, 1);
+}
+
+int HostMain(int argc, char** argv) {
+  CommandLine cl;
+  if (!ParseCommandLine(argc, argv, &cl)) return 1;
+  if (cl.help) {
+    PrintUsage(stdout);
+    return 0;
+  }
+  if (cl.version) {
+    PrintVersion();
+    if (cl.actions.empty() && cl.script == 0 && !cl.interactive) return 0;
+  }
+  lua_State* L = nullptr;
+  try {
+    InitializeRuntime();
+    L = NewHostState();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+    return 1;
+  }
+  int status = 0;
+  int nargs = SetArgTable(L, argc, argv, cl.script);
+  lua_pop(L, nargs);
+  for (const auto& [kind, text] : cl.actions) {
+    status = kind == 'e' ? RunString(L, text) : RequireModule(L, text);
+    if (status != 0) break;
+  }
+  if (status == 0 && cl.script != 0) {
+    std::string script = argv[cl.script];
+    nargs = SetArgTable(L, argc, argv, cl.script);
+    int load = script == "-" ? luaL_loadfile(L, nullptr) : luaL_loadfile(L, script.c_str());
+    status = RunLoaded(L, load, nargs);
+  } else if (status == 0 && cl.actions.empty() && !cl.interactive && !cl.version) {
+    if (isatty(STDIN_FILENO)) {
+      cl.interactive = true;
+    } else {
+      status = RunLoaded(L, luaL_loadfile(L, nullptr), 0);
+    }
+  }
+  if (status == 0 && cl.interactive) status = RunRepl(L);
+  std::fflush(stdout);
+  lua_close(L);
+  return status == 0 ? 0 : 1;
+}
+
+}  // namespace vt::lua

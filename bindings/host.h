@@ -1,0 +1,36 @@
+// The vtrun host: a LuaJIT state with `vt` loaded, script/-e/stdin execution under a
+// traceback handler, Ctrl-C interruption, and error reporting as `vtrun: message`.
+#pragma once
+
+#include <lua.hpp>
+
+#include <string>
+
+namespace vt::lua {
+
+// A new Lua state with the standard libraries, package.path set so `require "vt"` finds the
+// project's Lua library (see LibraryDirectory), and the global `vt` loaded. Throws
+// std::runtime_error if the library cannot be found or fails to load. Caller closes it.
+lua_State* NewHostState();
+
+// The directory holding the vt Lua library (vt/init.lua): <exe>/../share/vtrun/lua when
+// installed, else the source tree's scripts/ this binary was built from. Throws if neither
+// exists.
+std::string LibraryDirectory();
+
+// The message handler for lua_pcall: turns the error value into a string (using __tostring
+// where present) and appends a traceback.
+int Traceback(lua_State* L);
+
+// Calls the function below `nargs` arguments on the stack with Traceback as handler; Ctrl-C
+// during the call raises "interrupted!" in Lua. Returns the lua_pcall status.
+int CallInterruptible(lua_State* L, int nargs, int nresults);
+
+// Prints the error message on top of the stack to stderr as "vtrun: <message>" and pops it.
+void ReportError(lua_State* L);
+
+// The entry point: parses the command line (see `vtrun --help`) and runs. Returns the exit
+// status.
+int HostMain(int argc, char** argv);
+
+}  // namespace vt::lua

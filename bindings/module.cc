@@ -1,0 +1,66 @@
+#include "bindings/module.h"
+
+#include "bindings/lua_support.h"
+#include "bindings/tensor.h"
+#include "runtime/common/threads.h"
+#include "runtime/common/version.h"
+#include "store/version.h"
+
+#include <luajit.h>
+
+namespace vt::lua {
+namespace {
+
+int Version(lua_State* L) {
+  return Protect(L, "vt.version", [&] {
+    lua_newtable(L);
+    lua_pushstring(L, VTRUN_VERSION);
+    lua_setfield(L, -2, "vtrun");
+    lua_pushstring(L, LUAJIT_VERSION);
+    lua_setfield(L, -2, "luajit");
+    lua_pushstring(L, TorchVersion().c_str());
+    lua_setfield(L, -2, "libtorch");
+    lua_pushstring(L, store::RocksDbVersion().c_str());
+    lua_setfield(L, -2, "rocksdb");
+    lua_pushstring(L, store::OpenSslVersion().c_str());
+    lua_setfield(L, -2, "openssl");
+    return 1;
+  });
+}
+
+int GetThreads(lua_State* L) {
+  lua_pushnumber(L, Threads());
+  return 1;
+}
+
+int SetThreadsFn(lua_State* L) {
+  int64_t n = CheckInteger(L, 1);
+  if (n < 1 || n > 1024) luaL_argerror(L, 1, "thread count must be in [1, 1024]");
+  return Protect(L, "vt.set_threads", [&] {
+    SetThreads(static_cast<int>(n));
+    return 0;
+  });
+}
+
+}  // namespace
+
+void OpenSystem(lua_State* L) {
+  const luaL_Reg funcs[] = {
+      {"version", Version},
+      {"threads", GetThreads},
+      {"set_threads", SetThreadsFn},
+      {nullptr, nullptr},
+  };
+  SetFuncs(L, funcs);
+}
+
+int OpenVtCore(lua_State* L) {
+  lua_newtable(L);
+  OpenSystem(L);
+  OpenTensor(L);
+  OpenPrecision(L);
+  OpenStore(L);
+  return 1;
+}
+
+}  // namespace vt::lua

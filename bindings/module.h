@@ -1,0 +1,17 @@
+// The `vt` core module: the C++ half of `require "vt"`. scripts/vt/init.lua loads it as
+// "vt.core" and adds the parts written in Lua.
+#pragma once
+
+#include <lua.hpp>
+
+namespace vt::lua {
+
+// lua_CFunction: pushes the "vt.core" table with every C++ area registered.
+int OpenVtCore(lua_State* L);
+
+// Each area adds its fields to the table on top of the stack.
+void OpenSystem(lua_State* L);     // vt.version(), vt.threads(), vt.set_threads()
+void OpenPrecision(lua_State* L);  // vt.round, vt.replay, vt.grid, vt.log (precision core)
+void OpenStore(lua_State* L);      // vt.store, vt.merkle
+
+}  // namespace vt::lua

@@ -1,0 +1,244 @@
+#include "bindings/repl.h"
+
+#include <errno.h>
+#include <readline/history.h>
+#include <readline/readline.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bindings/host.h"
+#include "runtime/common/version.h"
+
+#include <luajit.h>
+
+namespace vt::lua {
+namespace {
+
+constexpr const char* kPrompt = "vt> ";
+constexpr const char* kContinuation = "..> ";
+constexpr int kHistoryLines = 2000;
+
+volatile sig_atomic_t g_input_interrupted = 0;
+
+void OnInputInterrupt(int) { g_input_interrupted = 1; }
+
+std::string HistoryPath() {
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr && *home != '\0' ? home : ".") + "/.vtrun_history";
+}
+
+// The REPL's state; readline's callbacks are plain functions, so they reach it through
+// g_repl.
+class Repl {
+ public:
+  explicit Repl(lua_State* L) : L_(L), history_(HistoryPath()) {}
+
+  int Run() {
+    std::printf("vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API.\n",
+                VTRUN_VERSION, LUAJIT_VERSION, TorchVersion().c_str());
+    LoadHelpers();
+    using_history();
+    stifle_history(kHistoryLines);
+    read_history(history_.c_str());
+    rl_readline_name = "vtrun";
+    rl_catch_signals = 0;  // our handler turns Ctrl-C into "cancel the line"
+    rl_basic_word_break_characters = const_cast<char*>(" \t\n\"\\'`@$><=;|&{(,+-*/%^~#[]");
+    rl_attempted_completion_function = Complete;
+    Install(kPrompt);
+    while (!done_) {
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(STDIN_FILENO, &fds);
+      int ready = select(STDIN_FILENO + 1, &fds, nullptr, nullptr, nullptr);
+      if (g_input_interrupted) {
+        g_input_interrupted = 0;
+        CancelInput();
+        continue;
+      }
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      rl_callback_read_char();
+    }
+    rl_callback_handler_remove();
+    history_truncate_file(history_.c_str(), kHistoryLines);
+    return 0;
+  }
+
+  static Repl* instance;
+
+ private:
+  void Install(const char* prompt) {
+    struct sigaction action {};
+    action.sa_handler = OnInputInterrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);  // no SA_RESTART: select returns EINTR
+    rl_callback_handler_install(prompt, OnLine);
+  }
+
+  void CancelInput() {
+    rl_free_line_state();
+    rl_callback_sigcleanup();
+    rl_callback_handler_remove();
+    std::fputs("^C\n", stdout);
+    std::fflush(stdout);
+    buffer_.clear();
+    Install(kPrompt);
+  }
+
+  // vt.repl (scripts/vt/repl.lua) formats values and completes names; without it the REPL
+  // falls back to tostring and no completion.
+  void LoadHelpers() {
+    lua_getglobal(L_, "require");
+    lua_pushstring(L_, "vt.repl");
+    if (CallInterruptible(L_, 1, 1) != 0) {
+      std::fprintf(stderr, "vtrun: REPL helpers unavailable: %s\n", lua_tostring(L_, -1));
+      lua_pop(L_, 1);
+      return;
+    }
+    helpers_ref_ = luaL_ref(L_, LUA_REGISTRYINDEX);
+  }
+
+  static void OnLine(char* line) { instance->HandleLine(line); }
+
+  void HandleLine(char* line) {
+    if (line == nullptr) {  // Ctrl-D
+      std::fputs("\n", stdout);
+      done_ = true;
+      return;
+    }
+    std::string text(line);
+    std::free(line);
+    if (!text.empty()) {
+      add_history(text.c_str());
+      append_history(1, history_.c_str());
+    }
+    if (buffer_.empty() && text.find_first_not_of(" \t") == std::string::npos) return;
+    buffer_ += buffer_.empty() ? text : "\n" + text;
+    rl_callback_handler_remove();
+    bool complete = Evaluate();
+    if (complete) buffer_.clear();
+    if (!done_) Install(complete ? kPrompt : kContinuation);
+  }
+
+  // Compiles buffer_ as an expression (printing its values) or a statement. Returns false if
+  // the chunk is incomplete and more lines are needed.
+  bool Evaluate() {
+    std::string code = buffer_;
+    if (!code.empty() && code[0] == '=') code = code.substr(1);  // Lua 5.1's "=expr"
+    std::string as_expression = "return " + code;
+    int top = lua_gettop(L_);
+    int status = luaL_loadbuffer(L_, as_expression.data(), as_expression.size(), "=stdin");
+    if (status != 0) {
+      lua_pop(L_, 1);
+      status = luaL_loadbuffer(L_, code.data(), code.size(), "=stdin");
+      if (status == LUA_ERRSYNTAX && Incomplete()) {
+        lua_pop(L_, 1);
+        return false;
+      }
+      if (status != 0) {
+        ReportError(L_);
+        return true;
+      }
+    }
+    status = CallInterruptible(L_, 0, LUA_MULTRET);
+    if (status != 0) {
+      ReportError(L_);
+      return true;
+    }
+    int results = lua_gettop(L_) - top;
+    if (results > 0) PrintResults(top + 1, results);
+    lua_settop(L_, top);
+    return true;
+  }
+
+  bool Incomplete() {
+    size_t len = 0;
+    const char* msg = lua_tolstring(L_, -1, &len);
+    static const char kEof[] = "'<eof>'";
+    return msg != nullptr && len >= sizeof(kEof) - 1 &&
+           std::strcmp(msg + len - (sizeof(kEof) - 1), kEof) == 0;
+  }
+
+  void PrintResults(int first, int count) {
+    if (helpers_ref_ == LUA_NOREF) {
+      for (int i = 0; i < count; ++i) {
+        lua_getglobal(L_, "tostring");
+        lua_pushvalue(L_, first + i);
+        lua_call(L_, 1, 1);
+        std::printf("%s%s", i > 0 ? "\t" : "", lua_tostring(L_, -1));
+        lua_pop(L_, 1);
+      }
+      std::printf("\n");
+      return;
+    }
+    lua_rawgeti(L_, LUA_REGISTRYINDEX, helpers_ref_);
+    lua_getfield(L_, -1, "print_results");
+    lua_remove(L_, -2);
+    lua_pushnumber(L_, count);
+    for (int i = 0; i < count; ++i) lua_pushvalue(L_, first + i);
+    if (CallInterruptible(L_, count + 1, 0) != 0) ReportError(L_);
+    std::fflush(stdout);
+  }
+
+  // Readline completion: candidates come from vt.repl.complete(word).
+  static char** Complete(const char* text, int, int) {
+    rl_attempted_completion_over = 1;  // never fall back to file names
+    rl_completion_append_character = '\0';
+    return rl_completion_matches(text, NextCandidate);
+  }
+
+  static char* NextCandidate(const char* text, int state) {
+    Repl* self = instance;
+    if (state == 0) self->Candidates(text);
+    if (static_cast<size_t>(state) >= self->candidates_.size()) return nullptr;
+    return strdup(self->candidates_[state].c_str());
+  }
+
+  void Candidates(const char* text) {
+    candidates_.clear();
+    if (helpers_ref_ == LUA_NOREF) return;
+    int top = lua_gettop(L_);
+    lua_rawgeti(L_, LUA_REGISTRYINDEX, helpers_ref_);
+    lua_getfield(L_, -1, "complete");
+    lua_pushstring(L_, text);
+    if (lua_pcall(L_, 1, 1, 0) == 0 && lua_istable(L_, -1)) {
+      int n = static_cast<int>(lua_objlen(L_, -1));
+      for (int i = 1; i <= n; ++i) {
+        lua_rawgeti(L_, -1, i);
+        if (const char* s = lua_tostring(L_, -1)) candidates_.emplace_back(s);
+        lua_pop(L_, 1);
+      }
+    }
+    lua_settop(L_, top);
+  }
+
+  lua_State* L_;
+  std::string history_;
+  std::string buffer_;
+  std::vector<std::string> candidates_;
+  int helpers_ref_ = LUA_NOREF;
+  bool done_ = false;
+};
+
+Repl* Repl::instance = nullptr;
+
+}  // namespace
+
+int RunRepl(lua_State* L) {
+  Repl repl(L);
+  Repl::instance = &repl;
+  int status = repl.Run();
+  Repl::instance = nullptr;
+  return status;
+}
+
+}  // namespace vt::lua

@@ -1,0 +1,37 @@
+#include "runtime/common/threads.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "runtime/common/error.h"
+
+namespace vt {
+
+int ConfigureThreadsFromEnvironment() {
+  int n = 0;
+  if (const char* env = std::getenv("VTRUN_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    long value = std::strtol(env, &end, 10);
+    if (*end != '\0' || value < 1 || value > 1024) {
+      throw Error(std::string("VTRUN_THREADS must be an integer in [1, 1024], got '") + env + "'");
+    }
+    n = static_cast<int>(value);
+  } else {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cpus > 0 ? static_cast<int>(cpus) : 1;
+  }
+  SetThreads(n);
+  return n;
+}
+
+void SetThreads(int n) {
+  if (n < 1) throw Error("thread count must be >= 1, got " + std::to_string(n));
+  at::set_num_threads(n);
+}
+
+int Threads() { return at::get_num_threads(); }
+
+}  // namespace vt
