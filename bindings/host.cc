@@ -34,6 +34,8 @@ void InterruptHook(lua_State* L, lua_Debug*) {
 void OnInterrupt(int) {
   // A second Ctrl-C before the hook fires (e.g. inside a long C++ call) kills the process.
   signal(SIGINT, SIG_DFL);
+  ssize_t ignored = write(STDERR_FILENO, "\n", 1);  // end the terminal's "^C" line
+  (void)ignored;
   if (g_interruptible != nullptr) {
     lua_sethook(g_interruptible, InterruptHook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
   }
@@ -153,8 +155,8 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
 }
 
 // The global `arg`: arg[0] is the script, arg[1..] its arguments, negatives the interpreter
-// and options (as lua.c does). Pushes the script arguments and returns their count.
-int SetArgTable(lua_State* L, int argc, char** argv, int script) {
+// and options (as lua.c does).
+void SetArgTable(lua_State* L, int argc, char** argv, int script) {
   int base = script == 0 ? argc : script;
   lua_createtable(L, argc - base, base);
   for (int i = 0; i < argc; ++i) {
@@ -162,14 +164,17 @@ int SetArgTable(lua_State* L, int argc, char** argv, int script) {
     lua_rawseti(L, -2, i - base);
   }
   lua_setglobal(L, "arg");
-  int n = 0;
-  for (int i = base + 1; i < argc; ++i, ++n) lua_pushstring(L, argv[i]);
-  return n;
 }
 
+// Pushes the script's arguments (its `...`) and returns their count.
+int PushScriptArgs(lua_State* L, int argc, char** argv, int script) {
+  for (int i = script + 1; i < argc; ++i) lua_pushstring(L, argv[i]);
+  return argc - script - 1;
+}
+
+// Runs a chunk loaded with `status` that sits below its `nargs` arguments.
 int RunLoaded(lua_State* L, int status, int nargs) {
   if (status == 0) {
-    lua_insert(L, -(nargs + 1));
     status = CallInterruptible(L, nargs, 0);
   } else {
     lua_pop(L, nargs);
@@ -281,17 +286,15 @@ int HostMain(int argc, char** argv) {
     return 1;
   }
   int status = 0;
-  int nargs = SetArgTable(L, argc, argv, cl.script);
-  lua_pop(L, nargs);
+  SetArgTable(L, argc, argv, cl.script);
   for (const auto& [kind, text] : cl.actions) {
     status = kind == 'e' ? RunString(L, text) : RequireModule(L, text);
     if (status != 0) break;
   }
   if (status == 0 && cl.script != 0) {
     std::string script = argv[cl.script];
-    nargs = SetArgTable(L, argc, argv, cl.script);
     int load = script == "-" ? luaL_loadfile(L, nullptr) : luaL_loadfile(L, script.c_str());
-    status = RunLoaded(L, load, nargs);
+    status = RunLoaded(L, load, PushScriptArgs(L, argc, argv, cl.script));
   } else if (status == 0 && cl.actions.empty() && !cl.interactive && !cl.version) {
     if (isatty(STDIN_FILENO)) {
       cl.interactive = true;

@@ -105,17 +105,49 @@ std::optional<std::string> OptString(lua_State* L, int idx, const char* api, con
   return v;
 }
 
+void ArgError(lua_State* L, int arg, const std::string& message) {
+  const char* name = lua_tostring(L, lua_upvalueindex(1));
+  if (name == nullptr) {
+    lua_Debug ar;
+    name = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
+  }
+  lua_pushfstring(L, "bad argument #%d to '%s' (%s)", arg, name, message.c_str());
+  lua_error(L);
+  __builtin_unreachable();
+}
+
+double CheckNumber(lua_State* L, int arg) {
+  if (lua_type(L, arg) != LUA_TNUMBER) {
+    ArgError(L, arg, std::string("number expected, got ") + luaL_typename(L, arg));
+  }
+  return lua_tonumber(L, arg);
+}
+
+std::string CheckString(lua_State* L, int arg) {
+  if (lua_type(L, arg) != LUA_TSTRING) {
+    ArgError(L, arg, std::string("string expected, got ") + luaL_typename(L, arg));
+  }
+  size_t len = 0;
+  const char* s = lua_tolstring(L, arg, &len);
+  return std::string(s, len);
+}
+
+void CheckTable(lua_State* L, int arg) {
+  if (!lua_istable(L, arg)) ArgError(L, arg, std::string("table expected, got ") + luaL_typename(L, arg));
+}
+
 int64_t CheckInteger(lua_State* L, int arg) {
-  double v = luaL_checknumber(L, arg);
+  double v = CheckNumber(L, arg);
   if (v != std::floor(v) || std::fabs(v) > 9007199254740992.0) {
-    luaL_argerror(L, arg, lua_pushfstring(L, "integer expected, got %f", v));
+    ArgError(L, arg, "integer expected, got " + std::to_string(v));
   }
   return static_cast<int64_t>(v);
 }
 
 void SetFuncs(lua_State* L, const luaL_Reg* funcs) {
   for (; funcs->name != nullptr; ++funcs) {
-    lua_pushcfunction(L, funcs->func);
+    lua_pushstring(L, funcs->name);
+    lua_pushcclosure(L, funcs->func, 1);
     lua_setfield(L, -2, funcs->name);
   }
 }

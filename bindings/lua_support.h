@@ -53,6 +53,13 @@ std::optional<int64_t> OptInteger(lua_State* L, int idx, const char* api, const 
 std::optional<bool> OptBoolean(lua_State* L, int idx, const char* api, const char* name);
 std::optional<std::string> OptString(lua_State* L, int idx, const char* api, const char* name);
 
+// Argument checks. Errors read "bad argument #N to 'name' (...)", where N counts every
+// argument including a method's self, and `name` is the function's registered name (the
+// upvalue SetFuncs attaches), so messages do not depend on how the function was called.
+[[noreturn]] void ArgError(lua_State* L, int arg, const std::string& message);
+double CheckNumber(lua_State* L, int arg);
+std::string CheckString(lua_State* L, int arg);
+void CheckTable(lua_State* L, int arg);
 // A Lua number that must be an integer (no fraction, within +-2^53) for argument `arg`.
 int64_t CheckInteger(lua_State* L, int arg);
 
@@ -80,7 +87,7 @@ template <class T>
 T& CheckUserdata(lua_State* L, int idx, const char* mt, const char* type_name) {
   void* p = luaL_testudata(L, idx, mt);
   if (p == nullptr) {
-    luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", type_name, luaL_typename(L, idx)));
+    ArgError(L, idx, std::string(type_name) + " expected, got " + luaL_typename(L, idx));
   }
   return *static_cast<T*>(p);
 }
@@ -89,7 +96,8 @@ T& CheckUserdata(lua_State* L, int idx, const char* mt, const char* type_name) {
 // given metamethods (which may include __index to override). Leaves nothing on the stack.
 void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods, const luaL_Reg* metamethods);
 
-// Sets `t[name] = f` for every entry of `funcs` on the table at the top of the stack.
+// Sets `t[name] = f` for every entry of `funcs` on the table at the top of the stack; each
+// function gets its name as upvalue 1 (used by ArgError).
 void SetFuncs(lua_State* L, const luaL_Reg* funcs);
 
 // Pushes a std::vector<int64_t> as a Lua array of numbers.

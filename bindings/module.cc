@@ -35,7 +35,7 @@ int GetThreads(lua_State* L) {
 
 int SetThreadsFn(lua_State* L) {
   int64_t n = CheckInteger(L, 1);
-  if (n < 1 || n > 1024) luaL_argerror(L, 1, "thread count must be in [1, 1024]");
+  if (n < 1 || n > 1024) ArgError(L, 1, "thread count must be in [1, 1024]");
   return Protect(L, "vt.set_threads", [&] {
     SetThreads(static_cast<int>(n));
     return 0;

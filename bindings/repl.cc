@@ -1,12 +1,14 @@
 #include "bindings/repl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <readline/history.h>
 #include <readline/readline.h>
 #include <signal.h>
 #include <sys/select.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,9 +27,15 @@ constexpr const char* kPrompt = "vt> ";
 constexpr const char* kContinuation = "..> ";
 constexpr int kHistoryLines = 2000;
 
-volatile sig_atomic_t g_input_interrupted = 0;
+// Ctrl-C at the prompt writes a byte to this pipe (the self-pipe trick), so the select loop
+// wakes even if the signal lands while readline is processing a key.
+int g_interrupt_pipe[2] = {-1, -1};
 
-void OnInputInterrupt(int) { g_input_interrupted = 1; }
+void OnInputInterrupt(int) {
+  char byte = 1;
+  ssize_t ignored = write(g_interrupt_pipe[1], &byte, 1);
+  (void)ignored;
+}
 
 std::string HistoryPath() {
   const char* home = std::getenv("HOME");
@@ -44,30 +52,45 @@ class Repl {
     std::printf("vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API.\n",
                 VTRUN_VERSION, LUAJIT_VERSION, TorchVersion().c_str());
     LoadHelpers();
+    // LuaJIT's compiled loops never check the interrupt hook, so Ctrl-C could not stop
+    // `while true do end`. The REPL therefore interprets Lua (the heavy work is C++ anyway)
+    // unless VTRUN_REPL_JIT=1.
+    const char* jit = std::getenv("VTRUN_REPL_JIT");
+    if (jit == nullptr || std::string(jit) != "1") luaJIT_setmode(L_, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
     using_history();
     stifle_history(kHistoryLines);
-    read_history(history_.c_str());
+    // append_history only appends to an existing file, so create it on first use.
+    if (read_history(history_.c_str()) != 0) write_history(history_.c_str());
     rl_readline_name = "vtrun";
     rl_catch_signals = 0;  // our handler turns Ctrl-C into "cancel the line"
     rl_basic_word_break_characters = const_cast<char*>(" \t\n\"\\'`@$><=;|&{(,+-*/%^~#[]");
     rl_attempted_completion_function = Complete;
+    if (pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      std::perror("vtrun: pipe");
+      return 1;
+    }
     Install(kPrompt);
     while (!done_) {
       fd_set fds;
       FD_ZERO(&fds);
       FD_SET(STDIN_FILENO, &fds);
-      int ready = select(STDIN_FILENO + 1, &fds, nullptr, nullptr, nullptr);
-      if (g_input_interrupted) {
-        g_input_interrupted = 0;
-        CancelInput();
-        continue;
-      }
+      FD_SET(g_interrupt_pipe[0], &fds);
+      int ready = select(std::max(STDIN_FILENO, g_interrupt_pipe[0]) + 1, &fds, nullptr, nullptr, nullptr);
       if (ready < 0) {
         if (errno == EINTR) continue;
         break;
       }
+      if (FD_ISSET(g_interrupt_pipe[0], &fds)) {
+        char drain[64];
+        while (read(g_interrupt_pipe[0], drain, sizeof drain) > 0) {
+        }
+        CancelInput();
+        continue;
+      }
       rl_callback_read_char();
     }
+    close(g_interrupt_pipe[0]);
+    close(g_interrupt_pipe[1]);
     rl_callback_handler_remove();
     history_truncate_file(history_.c_str(), kHistoryLines);
     return 0;
@@ -84,12 +107,16 @@ class Repl {
     rl_callback_handler_install(prompt, OnLine);
   }
 
+  // Ctrl-C at the prompt: abandon the line (and any unfinished multi-line chunk).
   void CancelInput() {
+    rl_point = rl_end;
+    rl_redisplay();
+    std::fputs("^C\n", stdout);
+    std::fflush(stdout);
+    rl_replace_line("", 0);
     rl_free_line_state();
     rl_callback_sigcleanup();
     rl_callback_handler_remove();
-    std::fputs("^C\n", stdout);
-    std::fflush(stdout);
     buffer_.clear();
     Install(kPrompt);
   }

@@ -24,7 +24,7 @@ constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
 // at::Scalar from a Lua number or boolean at idx.
 at::Scalar CheckScalar(lua_State* L, int idx) {
   if (lua_type(L, idx) == LUA_TBOOLEAN) return at::Scalar(static_cast<bool>(lua_toboolean(L, idx)));
-  return at::Scalar(luaL_checknumber(L, idx));
+  return at::Scalar(CheckNumber(L, idx));
 }
 
 // A Lua number as a 0-d "wrapped number" tensor, which promotes like a Python scalar
@@ -40,7 +40,7 @@ at::Tensor WrappedNumber(lua_State* L, int idx) {
 at::Tensor Operand(lua_State* L, int idx) {
   if (at::Tensor* t = TestTensor(L, idx)) return *t;
   if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TBOOLEAN) return WrappedNumber(L, idx);
-  luaL_argerror(L, idx, lua_pushfstring(L, "vt.Tensor or number expected, got %s", luaL_typename(L, idx)));
+  ArgError(L, idx, std::string("vt.Tensor or number expected, got ") + luaL_typename(L, idx));
   return {};
 }
 
@@ -49,9 +49,8 @@ int64_t CheckDim(lua_State* L, int arg, const at::Tensor& t) {
   int64_t d = CheckInteger(L, arg);
   int64_t n = std::max<int64_t>(t.dim(), 1);
   if (d == 0 || d > n || d < -n) {
-    luaL_argerror(L, arg, lua_pushfstring(L, "dimension %d out of range for a %d-d tensor (use 1..%d or -1..-%d)",
-                                          static_cast<int>(d), static_cast<int>(t.dim()),
-                                          static_cast<int>(n), static_cast<int>(n)));
+    ArgError(L, arg, "dimension " + std::to_string(d) + " out of range for a " + std::to_string(t.dim()) +
+                         "-d tensor (use 1.." + std::to_string(n) + " or -1..-" + std::to_string(n) + ")");
   }
   return d > 0 ? d - 1 : d + n;
 }
@@ -75,7 +74,7 @@ int CheckShape(lua_State* L, int first, std::vector<int64_t>* shape) {
       lua_rawgeti(L, first, i);
       double v = lua_tonumber(L, -1);
       if (lua_type(L, -1) != LUA_TNUMBER || v < 0 || v != std::floor(v) || v > kMaxExactInteger) {
-        luaL_argerror(L, first, "shape must hold non-negative integers");
+        ArgError(L, first, "shape must hold non-negative integers");
       }
       shape->push_back(static_cast<int64_t>(v));
       lua_pop(L, 1);
@@ -85,11 +84,11 @@ int CheckShape(lua_State* L, int first, std::vector<int64_t>* shape) {
   int i = first;
   while (lua_type(L, i) == LUA_TNUMBER) {
     int64_t v = CheckInteger(L, i);
-    if (v < 0) luaL_argerror(L, i, "sizes must be non-negative");
+    if (v < 0) ArgError(L, i, "sizes must be non-negative");
     shape->push_back(v);
     ++i;
   }
-  if (i == first) luaL_argerror(L, first, "shape expected (numbers or a table of numbers)");
+  if (i == first) ArgError(L, first, "shape expected (numbers or a table of numbers)");
   return i;
 }
 
@@ -208,7 +207,7 @@ int TensorNew(lua_State* L) {
     } else if (lua_istable(L, 2)) {
       PushTensor(L, FromTable(L, 2, dtype));
     } else {
-      luaL_argerror(L, 1, lua_pushfstring(L, "table, number or vt.Tensor expected, got %s", luaL_typename(L, 2)));
+      ArgError(L, 1, std::string("table, number or vt.Tensor expected, got ") + luaL_typename(L, 2));
     }
     return 1;
   });
@@ -234,7 +233,7 @@ int TensorOnes(lua_State* L) { return Factory<MakeOnes>(L, "vt.tensor.ones"); }
 int TensorFull(lua_State* L) {
   const char* api = "vt.tensor.full";
   std::vector<int64_t> shape;
-  luaL_checktype(L, 1, LUA_TTABLE);
+  CheckTable(L, 1);
   CheckShape(L, 1, &shape);
   at::Scalar value = CheckScalar(L, 2);
   CheckOptions(L, 3, api, {"dtype"});
@@ -249,7 +248,7 @@ int TensorArange(lua_State* L) {
   const char* api = "vt.tensor.arange";
   int nums = 0;
   while (lua_type(L, nums + 1) == LUA_TNUMBER) ++nums;
-  if (nums < 1 || nums > 3) luaL_argerror(L, 1, "expected arange(stop), arange(start, stop) or arange(start, stop, step)");
+  if (nums < 1 || nums > 3) ArgError(L, 1, "expected arange(stop), arange(start, stop) or arange(start, stop, step)");
   double start = 0, stop = 0, step = 1;
   if (nums == 1) {
     stop = lua_tonumber(L, 1);
@@ -258,7 +257,7 @@ int TensorArange(lua_State* L) {
     stop = lua_tonumber(L, 2);
     if (nums == 3) step = lua_tonumber(L, 3);
   }
-  if (step == 0) luaL_argerror(L, 3, "step must not be zero");
+  if (step == 0) ArgError(L, 3, "step must not be zero");
   bool integral = start == std::floor(start) && stop == std::floor(stop) && step == std::floor(step);
   CheckOptions(L, nums + 1, api, {"dtype"});
   at::ScalarType type = OptDtype(L, nums + 1, api, integral ? at::kLong : at::kDouble);
@@ -292,7 +291,7 @@ int TensorRandn(lua_State* L) { return RandomFactory<true>(L, "vt.tensor.randn")
 int TensorRand(lua_State* L) { return RandomFactory<false>(L, "vt.tensor.rand"); }
 
 int TensorLoad(lua_State* L) {
-  std::string path = luaL_checkstring(L, 1);
+  std::string path = CheckString(L, 1);
   return Protect(L, "vt.tensor.load", [&] {
     PushTensor(L, LoadNpy(path));
     return 1;
@@ -322,7 +321,7 @@ int MSize(lua_State* L) {
     PushIntArray(L, t.sizes().vec());
     return 1;
   }
-  if (t.dim() == 0) luaL_argerror(L, 2, "a 0-d tensor has no dimensions");
+  if (t.dim() == 0) ArgError(L, 2, "a 0-d tensor has no dimensions");
   lua_pushnumber(L, static_cast<lua_Number>(t.size(CheckDim(L, 2, t))));
   return 1;
 }
@@ -427,7 +426,7 @@ int MUnsqueeze(lua_State* L) {
   at::Tensor& t = CheckTensor(L, 1);
   int64_t d = CheckInteger(L, 2);
   int64_t n = t.dim() + 1;
-  if (d == 0 || d > n || d < -n) luaL_argerror(L, 2, "dimension out of range");
+  if (d == 0 || d > n || d < -n) ArgError(L, 2, "dimension out of range");
   int64_t dim = d > 0 ? d - 1 : d + n;
   return Protect(L, "vt.tensor.unsqueeze", [&] {
     PushTensor(L, t.unsqueeze(dim));
@@ -467,7 +466,7 @@ VT_UNARY(bool, t.to(at::kBool))
 // Binary elementwise methods and metamethods (tensor or number on either side).
 #define VT_BINARY(NAME, OP)                                    \
   int M_##NAME(lua_State* L) {                                 \
-    if (lua_gettop(L) < 2) luaL_argerror(L, 2, "operand expected"); \
+    if (lua_gettop(L) < 2) ArgError(L, 2, "operand expected"); \
     at::Tensor a = Operand(L, 1), b = Operand(L, 2);           \
     return Protect(L, "vt.tensor." #NAME, [&] {                \
       PushTensor(L, OP(a, b));                                 \
@@ -560,7 +559,7 @@ int MItem(lua_State* L) {
 int MTo(lua_State* L) {
   at::Tensor& t = CheckTensor(L, 1);
   const char* api = "vt.tensor.to";
-  at::ScalarType type = ParseDtype(L, api, luaL_checkstring(L, 2));
+  at::ScalarType type = ParseDtype(L, api, CheckString(L, 2));
   return Protect(L, api, [&] {
     PushTensor(L, t.to(type));
     return 1;
@@ -637,7 +636,8 @@ int MOrderMeta(lua_State* L) {
 int MAllclose(lua_State* L) {
   at::Tensor& a = CheckTensor(L, 1);
   at::Tensor& b = CheckTensor(L, 2);
-  double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
+  double rtol = lua_isnoneornil(L, 3) ? 1e-5 : CheckNumber(L, 3);
+  double atol = lua_isnoneornil(L, 4) ? 1e-8 : CheckNumber(L, 4);
   return Protect(L, "vt.tensor.allclose", [&] {
     lua_pushboolean(L, at::allclose(a, b, rtol, atol));
     return 1;
@@ -646,7 +646,7 @@ int MAllclose(lua_State* L) {
 
 int MSave(lua_State* L) {
   at::Tensor& t = CheckTensor(L, 1);
-  std::string path = luaL_checkstring(L, 2);
+  std::string path = CheckString(L, 2);
   return Protect(L, "vt.tensor.save", [&] {
     SaveNpy(t, path);
     lua_settop(L, 1);
@@ -732,12 +732,12 @@ at::Tensor ApplyIndex(lua_State* L, const char* api, const at::Tensor& t, int ke
       int64_t first = 0, last = size - 1;
       if (parts >= 1) {
         lua_rawgeti(L, -1, 1);
-        first = ResolveIndex(L, api, static_cast<int64_t>(luaL_checknumber(L, -1)), size, original_dim);
+        first = ResolveIndex(L, api, static_cast<int64_t>(CheckNumber(L, -1)), size, original_dim);
         lua_pop(L, 1);
         last = first;
         if (parts >= 2) {
           lua_rawgeti(L, -1, 2);
-          last = ResolveIndex(L, api, static_cast<int64_t>(luaL_checknumber(L, -1)), size, original_dim);
+          last = ResolveIndex(L, api, static_cast<int64_t>(CheckNumber(L, -1)), size, original_dim);
           lua_pop(L, 1);
         } else {
           last = size - 1;
@@ -862,7 +862,8 @@ void OpenTensor(lua_State* L) {
   lua_newtable(L);  // vt.tensor
   SetFuncs(L, kFunctions);
   lua_newtable(L);  // its metatable: vt.tensor(data, opts)
-  lua_pushcfunction(L, TensorNew);
+  lua_pushstring(L, "tensor");
+  lua_pushcclosure(L, TensorNew, 1);
   lua_setfield(L, -2, "__call");
   lua_setmetatable(L, -2);
   lua_setfield(L, -2, "tensor");

@@ -1,0 +1,110 @@
+// The vtrun command line: scripts and their arguments, -e, stdin, errors and exit codes.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "tests/support/subprocess.h"
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using vt::testing::RunProcess;
+using vt::testing::TempDir;
+
+namespace {
+
+std::string WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("vtrun -e runs code with vt preloaded", "[cli]") {
+  auto r = RunProcess({VTRUN_BINARY, "-e", "print(vt.tensor{{1,2},{3,4}}:sum())"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "10\n");
+  CHECK(r.err.empty());
+  r = RunProcess({VTRUN_BINARY, "-e", "x = 5", "-e", "print(x * 2, require('vt') == vt)"});
+  CHECK(r.out == "10\ttrue\n");
+}
+
+TEST_CASE("script errors print vtrun: message and a traceback, exit 1", "[cli]") {
+  auto r = RunProcess({VTRUN_BINARY, "-e", "error('boom')"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, StartsWith("vtrun: "));
+  CHECK_THAT(r.err, Contains("boom"));
+  CHECK_THAT(r.err, Contains("stack traceback:"));
+  TempDir dir;
+  std::string script = WriteFile(dir.path() + "/bad.lua", "local function f()\n  error('deep')\nend\nf()\n");
+  r = RunProcess({VTRUN_BINARY, script});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("bad.lua:2: deep"));
+  CHECK_THAT(r.err, Contains("in function 'f'"));
+  // C++ errors arrive as Lua errors with the API name, without a C++ backtrace.
+  r = RunProcess({VTRUN_BINARY, "-e", "vt.tensor{1,2,3}:view(3,5)"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("vt.tensor.view: shape '[3, 5]' is invalid for input of size 3"));
+  CHECK_THAT(r.err, !Contains("Exception raised from"));
+  // Syntax errors and non-string error values.
+  r = RunProcess({VTRUN_BINARY, "-e", "x = = 1"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("unexpected symbol"));
+  r = RunProcess({VTRUN_BINARY, "-e", "error({})"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("error object is a table value"));
+}
+
+TEST_CASE("scripts see their arguments in arg and ...", "[cli]") {
+  TempDir dir;
+  std::string script = WriteFile(dir.path() + "/args.lua", "print(select('#', ...), ...)\nprint(arg[0], arg[1], arg[2])\n");
+  auto r = RunProcess({VTRUN_BINARY, script, "a", "b c"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out == "2\ta\tb c\n" + script + "\ta\tb c\n");
+  // os.exit codes pass through.
+  r = RunProcess({VTRUN_BINARY, "-e", "os.exit(3)"});
+  CHECK(r.exit_code == 3);
+}
+
+TEST_CASE("vtrun - and a non-terminal stdin run standard input", "[cli]") {
+  auto r = RunProcess({VTRUN_BINARY, "-"}, "print(6 * 7)\n");
+  CHECK(r.out == "42\n");
+  r = RunProcess({VTRUN_BINARY}, "print(vt.tensor{1,2}:sum())\n");
+  CHECK(r.out == "3\n");
+  r = RunProcess({VTRUN_BINARY, "-", "x"}, "print(...)\n");
+  CHECK(r.out == "x\n");
+}
+
+TEST_CASE("vtrun --version names every library and --help the options", "[cli]") {
+  auto r = RunProcess({VTRUN_BINARY, "--version"});
+  CHECK(r.exit_code == 0);
+  for (const char* lib : {"vtrun", "LuaJIT", "LibTorch", "RocksDB", "OpenSSL"}) CHECK_THAT(r.out, Contains(lib));
+  r = RunProcess({VTRUN_BINARY, "--help"});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Contains("usage: vtrun"));
+  r = RunProcess({VTRUN_BINARY, "--frobnicate"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("unrecognized option '--frobnicate'"));
+  r = RunProcess({VTRUN_BINARY, "-e"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("'-e' needs an argument"));
+  r = RunProcess({VTRUN_BINARY, "/nonexistent/script.lua"});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("cannot open /nonexistent/script.lua"));
+}
+
+TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads", "[cli]") {
+  TempDir dir;
+  WriteFile(dir.path() + "/mymod.lua", "return {answer = 42}\n");
+  auto r = RunProcess({VTRUN_BINARY, "-e", "print(require('mymod').answer)"}, "", {{"VTRUN_PATH", dir.path()}});
+  CHECK(r.out == "42\n");
+  r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads())"}, "", {{"VTRUN_THREADS", "1"}});
+  CHECK(r.out == "1\n");
+  r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_THREADS", "lots"}});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("VTRUN_THREADS must be an integer in [1, 1024], got 'lots'"));
+}
+
+TEST_CASE("-l requires a module into a global", "[cli]") {
+  auto r = RunProcess({VTRUN_BINARY, "-l", "vt.pretty", "-e", "print(type(vt.pretty.format))"});
+  CHECK(r.out == "function\n");
+}
