@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "bindings/module.h"
 #include "bindings/repl.h"
 #include "runtime/common/init.h"
+#include "runtime/profile/profile.h"
 #include "runtime/common/version.h"
 #include "store/version.h"
 
@@ -103,6 +105,8 @@ void PrintUsage(FILE* out) {
                "  -e code      run a string of Lua (may be repeated)\n"
                "  -l name      require a module and set the global `name`\n"
                "  -i           enter the REPL after running the script or -e code\n"
+               "  --profile NAME  run under a device profile (see vt.profiles()); profiles\n"
+               "               with process-level settings re-execute vtrun with them\n"
                "  -v, --version  print the versions of vtrun and its libraries\n"
                "  -h, --help     print this help\n"
                "  --           stop handling options\n"
@@ -117,6 +121,7 @@ struct CommandLine {
   bool interactive = false;
   bool version = false;
   bool help = false;
+  std::string profile;  // --profile NAME
   int script = 0;  // argv index of the script (or "-"), 0 if none
 };
 
@@ -136,6 +141,16 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
       cl->version = true;
     } else if (a == "-h" || a == "--help") {
       cl->help = true;
+    } else if (a == "--profile" || a.rfind("--profile=", 0) == 0) {
+      if (a == "--profile") {
+        if (i + 1 >= argc) {
+          std::fprintf(stderr, "%s: '--profile' needs a profile name\n", kProgram);
+          return false;
+        }
+        cl->profile = argv[++i];
+      } else {
+        cl->profile = a.substr(10);
+      }
     } else if (a == "-e" || a == "-l") {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "%s: '%s' needs an argument\n", kProgram, a.c_str());
@@ -198,6 +213,33 @@ int RequireModule(lua_State* L, const std::string& name) {
   }
   lua_setglobal(L, name.c_str());
   return 0;
+}
+
+// Applies --profile: an in-process profile is just named in VTRUN_PROFILE (inherited by child
+// processes); a process-level one also sets its environment and re-executes this binary so
+// that the dynamic loader and BLAS see it. Returns false after printing an error.
+bool ApplyProfileOption(const std::string& name, char** argv) {
+  const Profile* profile = nullptr;
+  try {
+    profile = &FindProfile(name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: --profile: %s\n", kProgram, e.what());
+    return false;
+  }
+  const char* active = std::getenv("VTRUN_PROFILE");
+  bool already = active != nullptr && name == active;
+  setenv("VTRUN_PROFILE", name.c_str(), 1);
+  if (!profile->process_level() || already) return true;
+  for (const auto& [key, value] : profile->env) {
+    std::string v = value;
+    const char* old = std::getenv(key.c_str());
+    if (key == "LD_LIBRARY_PATH" && old != nullptr && *old != '\0') v += std::string(":") + old;
+    setenv(key.c_str(), v.c_str(), 1);
+  }
+  execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "%s: --profile %s: cannot re-execute: %s\n", kProgram, name.c_str(),
+               std::strerror(errno));
+  return false;
 }
 
 }  // namespace
@@ -277,9 +319,11 @@ int HostMain(int argc, char** argv) {
     PrintVersion();
     if (cl.actions.empty() && cl.script == 0 && !cl.interactive) return 0;
   }
+  if (!cl.profile.empty() && !ApplyProfileOption(cl.profile, argv)) return 1;
   lua_State* L = nullptr;
   try {
     InitializeRuntime();
+    ActivateProfile(CurrentProfile());
     L = NewHostState();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, e.what());

@@ -60,6 +60,7 @@ int OpenVtCore(lua_State* L) {
   OpenTensor(L);
   OpenPrecision(L);
   OpenStore(L);
+  OpenProfiles(L);
   return 1;
 }
 

@@ -11,6 +11,12 @@
 namespace vt {
 
 int ConfigureThreadsFromEnvironment() {
+  int n = DefaultThreadCount();
+  SetThreads(n);
+  return n;
+}
+
+int DefaultThreadCount() {
   int n = 0;
   if (const char* env = std::getenv("VTRUN_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
@@ -23,7 +29,6 @@ int ConfigureThreadsFromEnvironment() {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     n = cpus > 0 ? static_cast<int>(cpus) : 1;
   }
-  SetThreads(n);
   return n;
 }
 

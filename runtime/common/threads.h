@@ -9,6 +9,10 @@ namespace vt {
 // Returns the count set.
 int ConfigureThreadsFromEnvironment();
 
+// The default thread count: `VTRUN_THREADS` if set (an integer in [1, 1024]; throws vt::Error
+// naming the variable otherwise), else the number of online CPUs.
+int DefaultThreadCount();
+
 // Sets LibTorch's intra-op threads to `n` (>= 1). Throws vt::Error otherwise.
 void SetThreads(int n);
 

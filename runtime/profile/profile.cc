@@ -1,0 +1,275 @@
+#include "runtime/profile/profile.h"
+
+#include <ATen/ATen.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "runtime/common/error.h"
+#include "runtime/common/threads.h"
+
+namespace vt {
+namespace {
+
+// Debian's multiarch library folder, where the BLAS variants live side by side.
+constexpr const char* kLibDir = "/usr/lib/x86_64-linux-gnu";
+
+std::vector<Profile> MakeShipped() {
+  std::vector<Profile> p;
+  {
+    Profile n;
+    n.name = "native";
+    n.description = "OpenBLAS as installed, ATen's own reductions, all CPUs";
+    p.push_back(n);
+  }
+  {
+    Profile s;
+    s.name = "splitk4";
+    s.description = "GEMM with K split in 4 parts added in order (as split-K GPU kernels do), "
+                    "reductions in 4 chunks, 1 thread";
+    s.threads = 1;
+    s.gemm = GemmOrder::kSplitK;
+    s.gemm_chunks = 4;
+    s.reduce = ReduceOrder::kChunked;
+    s.reduce_chunks = 4;
+    p.push_back(s);
+  }
+  {
+    Profile b;
+    b.name = "blocked";
+    b.description = "GEMM over 8 K-blocks added as a balanced tree, pairwise reductions over "
+                    "8 blocks, 2 threads";
+    b.threads = 2;
+    b.gemm = GemmOrder::kPairwise;
+    b.gemm_chunks = 8;
+    b.reduce = ReduceOrder::kPairwise;
+    b.reduce_chunks = 8;
+    p.push_back(b);
+  }
+  {
+    Profile r;
+    r.name = "refblas";
+    r.description = "Netlib reference BLAS (no vector kernels; ~15x slower GEMM), reductions "
+                    "in 3 chunks, 1 thread";
+    r.env = {{"LD_LIBRARY_PATH", std::string(kLibDir) + "/blas"}};
+    r.threads = 1;
+    r.reduce = ReduceOrder::kChunked;
+    r.reduce_chunks = 3;
+    p.push_back(r);
+  }
+  {
+    Profile s;
+    s.name = "nofma";
+    s.description = "OpenBLAS with its Sandy Bridge kernels (AVX, no FMA), GEMM with K split "
+                    "in 2, pairwise reductions over 5 blocks, 1 thread";
+    s.env = {{"OPENBLAS_CORETYPE", "Sandybridge"}};
+    s.threads = 1;
+    // Without the split, short contractions (K < 256) give the same bits as reference BLAS:
+    // both add products one by one without FMA.
+    s.gemm = GemmOrder::kSplitK;
+    s.gemm_chunks = 2;
+    s.reduce = ReduceOrder::kPairwise;
+    s.reduce_chunks = 5;
+    p.push_back(s);
+  }
+  return p;
+}
+
+std::mutex g_mutex;
+const Profile* g_current = nullptr;
+
+// Chunk boundaries splitting `n` into `parts` nearly equal pieces (fewer if n < parts).
+std::vector<std::pair<int64_t, int64_t>> Chunks(int64_t n, int parts) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t k = std::max<int64_t>(1, std::min<int64_t>(parts, n));
+  for (int64_t i = 0; i < k; ++i) {
+    int64_t begin = n * i / k, end = n * (i + 1) / k;
+    out.emplace_back(begin, end - begin);
+  }
+  return out;
+}
+
+// Adds partial results left to right or as a balanced tree.
+at::Tensor Combine(std::vector<at::Tensor> parts, bool pairwise) {
+  if (!pairwise) {
+    at::Tensor acc = parts[0];
+    for (size_t i = 1; i < parts.size(); ++i) acc = acc + parts[i];
+    return acc;
+  }
+  while (parts.size() > 1) {
+    std::vector<at::Tensor> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
+    if (parts.size() % 2 == 1) next.push_back(parts.back());
+    parts = std::move(next);
+  }
+  return parts[0];
+}
+
+int ResolveThreads(const Profile& p) { return p.threads > 0 ? p.threads : DefaultThreadCount(); }
+
+// Whether this process really runs with `profile`'s process-level settings: started by
+// `vtrun --profile` (VTRUN_PROFILE), each variable in effect, and the BLAS it names loaded.
+void CheckProcessLevel(const Profile& profile) {
+  auto hint = "; start the process with `vtrun --profile " + profile.name + "`";
+  const char* active = std::getenv("VTRUN_PROFILE");
+  if (active == nullptr || profile.name != active) {
+    throw Error("profile '" + profile.name + "' sets process-level options (" +
+                profile.env.front().first + "=" + profile.env.front().second + ")" + hint);
+  }
+  for (const auto& [key, value] : profile.env) {
+    const char* now = std::getenv(key.c_str());
+    bool ok = now != nullptr && (key == "LD_LIBRARY_PATH" ? std::string(now).rfind(value, 0) == 0
+                                                          : value == now);
+    if (!ok) throw Error("profile '" + profile.name + "' needs " + key + "=" + value + hint);
+    if (key == "LD_LIBRARY_PATH" && LoadedBlasLibrary().rfind(value + "/", 0) != 0) {
+      throw Error("profile '" + profile.name + "' expects libblas.so.3 from " + value +
+                  ", but this process loaded " + LoadedBlasLibrary());
+    }
+  }
+}
+
+}  // namespace
+
+std::string Profile::GemmName() const {
+  switch (gemm) {
+    case GemmOrder::kBlas:
+      return "blas";
+    case GemmOrder::kSplitK:
+      return "splitk:" + std::to_string(gemm_chunks);
+    case GemmOrder::kPairwise:
+      return "pairwise:" + std::to_string(gemm_chunks);
+  }
+  return "?";
+}
+
+std::string Profile::ReduceName() const {
+  switch (reduce) {
+    case ReduceOrder::kAten:
+      return "aten";
+    case ReduceOrder::kChunked:
+      return "chunked:" + std::to_string(reduce_chunks);
+    case ReduceOrder::kPairwise:
+      return "pairwise:" + std::to_string(reduce_chunks);
+  }
+  return "?";
+}
+
+const std::vector<Profile>& ShippedProfiles() {
+  static const std::vector<Profile> profiles = MakeShipped();
+  return profiles;
+}
+
+const Profile& FindProfile(const std::string& name) {
+  std::string names;
+  for (const auto& p : ShippedProfiles()) {
+    if (p.name == name) return p;
+    names += (names.empty() ? "" : ", ") + p.name;
+  }
+  throw Error("unknown profile '" + name + "' (valid: " + names + ")");
+}
+
+void ActivateProfile(const Profile& profile) {
+  if (profile.process_level()) CheckProcessLevel(profile);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  SetThreads(ResolveThreads(profile));
+  g_current = &profile;
+}
+
+const Profile& CurrentProfile() {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_current != nullptr) return *g_current;
+  }
+  const char* env = std::getenv("VTRUN_PROFILE");
+  const Profile& p = FindProfile(env != nullptr && *env != '\0' ? env : "native");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_current == nullptr) g_current = &p;
+  return *g_current;
+}
+
+std::string LoadedBlasLibrary() {
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const char* name = info->dlpi_name;
+        if (name != nullptr && std::strstr(name, "libblas.so") != nullptr) {
+          char resolved[4096];
+          *static_cast<std::string*>(data) = realpath(name, resolved) ? resolved : name;
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+}
+
+at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
+  const Profile& p = CurrentProfile();
+  if (p.gemm == GemmOrder::kBlas || a.dim() == 0 || b.dim() == 0) return at::matmul(a, b);
+  const int64_t k = a.size(-1);
+  const int64_t b_dim = b.dim() == 1 ? 0 : b.dim() - 2;
+  if (b.size(b_dim) != k) return at::matmul(a, b);  // let ATen report the shape error
+  auto chunks = Chunks(k, p.gemm_chunks);
+  if (chunks.size() == 1) return at::matmul(a, b);
+  std::vector<at::Tensor> parts;
+  parts.reserve(chunks.size());
+  for (const auto& [begin, length] : chunks) {
+    parts.push_back(at::matmul(a.narrow(-1, begin, length), b.narrow(b_dim, begin, length)));
+  }
+  return Combine(std::move(parts), p.gemm == GemmOrder::kPairwise);
+}
+
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  at::Tensor y = Matmul(x, w.t());
+  return bias.defined() ? y + bias : y;
+}
+
+at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
+  const Profile& p = CurrentProfile();
+  if (p.reduce == ReduceOrder::kAten) {
+    return dims.empty() ? (keepdim ? x.sum(c10::IntArrayRef{}, true) : x.sum()) : x.sum(dims, keepdim);
+  }
+  // Normalize the reduced dimensions; split the first of them into chunks.
+  std::vector<int64_t> reduce;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) reduce.push_back(d);
+  } else {
+    for (int64_t d : dims) reduce.push_back(d < 0 ? d + x.dim() : d);
+  }
+  if (x.dim() == 0 || reduce.empty()) return x.clone();
+  const int64_t split_dim = *std::min_element(reduce.begin(), reduce.end());
+  auto chunks = Chunks(x.size(split_dim), p.reduce_chunks);
+  std::vector<at::Tensor> parts;
+  parts.reserve(chunks.size());
+  for (const auto& [begin, length] : chunks) {
+    parts.push_back(x.narrow(split_dim, begin, length).sum(reduce, keepdim));
+  }
+  return Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
+}
+
+at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding) {
+  if (x.dim() != 4 || w.dim() != 4) {
+    throw Error("conv2d expects input [N, C, H, W] and weight [O, C, kh, kw], got " +
+                std::to_string(x.dim()) + "-d and " + std::to_string(w.dim()) + "-d");
+  }
+  if (x.size(1) != w.size(1)) {
+    throw Error("conv2d: input has " + std::to_string(x.size(1)) + " channels, weight expects " +
+                std::to_string(w.size(1)));
+  }
+  const int64_t n = x.size(0), out_c = w.size(0), kh = w.size(2), kw = w.size(3);
+  const int64_t oh = (x.size(2) + 2 * padding[0] - kh) / stride[0] + 1;
+  const int64_t ow = (x.size(3) + 2 * padding[1] - kw) / stride[1] + 1;
+  if (oh <= 0 || ow <= 0) throw Error("conv2d: kernel larger than the padded input");
+  // cols [N, C*kh*kw, L] -> [C*kh*kw, N*L]: one large GEMM instead of N small ones.
+  at::Tensor cols = at::im2col(x, {kh, kw}, {1, 1}, padding, stride);
+  at::Tensor cols2d = cols.permute({1, 0, 2}).reshape({cols.size(1), n * oh * ow});
+  at::Tensor out = Matmul(w.reshape({out_c, -1}), cols2d);  // [O, N*L]
+  out = out.view({out_c, n, oh, ow}).permute({1, 0, 2, 3}).contiguous();
+  return bias.defined() ? out + bias.view({1, out_c, 1, 1}) : out;
+}
+
+}  // namespace vt

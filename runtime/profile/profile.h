@@ -1,0 +1,92 @@
+// Device profiles: named bundles of settings that change the order in which floating-point
+// sums are computed, so that honest machines disagree in the last bits exactly as different
+// GPUs do. The trainer, auditor and judge each run under a profile; replay must be bit-exact
+// across every pair of them.
+//
+// Settings are of two kinds:
+//  - in-process: intra-op thread count, the GEMM order (BLAS as is, split-K, or a pairwise
+//    blocked order of our own) and the reduction order. ActivateProfile() switches them at any
+//    time, so a trainer and an auditor on different profiles can live in one process.
+//  - process-level: environment variables read when libraries load (which libblas.so.3 the
+//    loader picks, OpenBLAS's kernel generation). They need a fresh process:
+//    `vtrun --profile NAME` sets them and re-executes itself.
+//
+// All computation that the profile should affect goes through Matmul(), Linear() and Sum()
+// here (convolutions are im2col + Matmul). Thread-safety: the active profile is process-wide;
+// activate it from the thread that runs the step.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace vt {
+
+enum class GemmOrder {
+  kBlas,      // one BLAS call
+  kSplitK,    // K split into `gemm_chunks` parts, partial products added left to right
+  kPairwise,  // K split into `gemm_chunks` parts, partial products added as a balanced tree
+};
+
+enum class ReduceOrder {
+  kAten,      // ATen's own (depends on the thread count)
+  kChunked,   // the reduced extent split into `reduce_chunks` parts, added left to right
+  kPairwise,  // split into `reduce_chunks` parts, added as a balanced tree
+};
+
+struct Profile {
+  std::string name;
+  std::string description;
+  // Process-level environment, applied by `vtrun --profile` before re-executing. Empty for
+  // in-process profiles.
+  std::vector<std::pair<std::string, std::string>> env;
+  int threads = 0;  // intra-op threads; 0 = all online CPUs
+  GemmOrder gemm = GemmOrder::kBlas;
+  int gemm_chunks = 1;
+  ReduceOrder reduce = ReduceOrder::kAten;
+  int reduce_chunks = 1;
+
+  bool process_level() const { return !env.empty(); }
+  // "splitk:4", "pairwise:8" or "blas".
+  std::string GemmName() const;
+  std::string ReduceName() const;
+};
+
+// The profiles vtrun ships, in a fixed order; "native" first.
+const std::vector<Profile>& ShippedProfiles();
+
+// The shipped profile called `name`; throws vt::Error listing the valid names.
+const Profile& FindProfile(const std::string& name);
+
+// Makes `profile` current: sets threads and kernel orders. For a process-level profile, first
+// checks that this process was started with its environment (VTRUN_PROFILE=name, set by
+// `vtrun --profile`), and throws vt::Error saying how to start it otherwise.
+void ActivateProfile(const Profile& profile);
+
+// The profile in effect: the last one activated, else the one named by VTRUN_PROFILE, else
+// "native".
+const Profile& CurrentProfile();
+
+// The file the dynamic loader resolved for libblas.so.3 in this process (for diagnostics).
+std::string LoadedBlasLibrary();
+
+// ---- kernels whose summation order follows the current profile ----
+
+// Matrix product with the semantics of at::matmul (1-d, 2-d and batched operands, broadcasting
+// batch dimensions); the contraction is split per the profile's GemmOrder. float64 or float32.
+at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b);
+
+// x @ w^T (+ bias), x [..., in], w [out, in], bias [out] or undefined.
+at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+
+// Sum over `dims` (empty: all) with the profile's ReduceOrder.
+at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims = {}, bool keepdim = false);
+
+// 2-d convolution as im2col + one Matmul (groups = 1), x [N, C, H, W], w [O, C, kh, kw],
+// bias [O] or undefined. Returns [N, O, H', W'].
+at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding);
+
+}  // namespace vt

@@ -1,0 +1,114 @@
+-- Device profiles: every shipped pair really computes differently (bit differences on a
+-- matmul, a conv and a reduction), each is deterministic, and misuse gives clear errors.
+local T = require "vt.test"
+local s = T.suite("profiles")
+
+local vtrun = arg[-1]
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p " .. tmp)
+
+-- Runs the probe computations under `profile` in a fresh process (process-level profiles need
+-- one) and returns the three results.
+local probe = [[
+local dir, tag = ...
+local a = vt.tensor.randn({64, 300}, {seed = 1})
+local b = vt.tensor.randn({300, 48}, {seed = 2})
+vt.ops.matmul(a, b):save(dir .. "/mm_" .. tag .. ".npy")
+local x = vt.tensor.randn({4, 16, 12, 12}, {seed = 3})
+local w = vt.tensor.randn({8, 16, 3, 3}, {seed = 4})
+vt.ops.conv2d(x, w, {padding = 1}):save(dir .. "/conv_" .. tag .. ".npy")
+local r = vt.tensor.randn({4001, 64}, {seed = 5})
+vt.ops.sum(r, 1):save(dir .. "/sum_" .. tag .. ".npy")
+print(vt.profile().name, vt.profile().blas_library)
+]]
+local probe_path = tmp .. "/probe.lua"
+local f = io.open(probe_path, "w")
+f:write(probe)
+f:close()
+
+local function run_probe(profile, tag)
+  local cmd = string.format("%q --profile %s %q %q %s 2>&1", vtrun, profile, probe_path, tmp, tag)
+  local p = io.popen(cmd)
+  local out = p:read("*a")
+  local ok = p:close()
+  assert(out:find(profile, 1, true), "probe under " .. profile .. " failed: " .. out)
+  return {
+    mm = vt.tensor.load(tmp .. "/mm_" .. tag .. ".npy"),
+    conv = vt.tensor.load(tmp .. "/conv_" .. tag .. ".npy"),
+    sum = vt.tensor.load(tmp .. "/sum_" .. tag .. ".npy"),
+    out = out,
+  }
+end
+
+local names = {}
+for _, p in ipairs(vt.profiles()) do names[#names + 1] = p.name end
+
+local results = {}
+s:test("at least three profiles ship, native first", function()
+  T.assert_true(#names >= 3)
+  T.assert_eq(names[1], "native")
+  for _, p in ipairs(vt.profiles()) do
+    T.assert_true(type(p.description) == "string" and #p.description > 0)
+    T.assert_true(p.gemm ~= nil and p.reduce ~= nil)
+  end
+end)
+
+s:test("each profile runs and is deterministic", function()
+  for _, name in ipairs(names) do
+    results[name] = run_probe(name, name)
+    local again = run_probe(name, name .. "_again")
+    for _, what in ipairs({"mm", "conv", "sum"}) do
+      T.assert_true(results[name][what]:equal(again[what]), name .. " " .. what .. " repeats bit for bit")
+    end
+  end
+end)
+
+s:test("process-level profiles really load their BLAS", function()
+  T.assert_true(results.refblas.out:find("/blas/libblas.so.3", 1, true) ~= nil, results.refblas.out)
+end)
+
+s:test("every pair of profiles differs on a matmul, a conv and a reduction", function()
+  for i = 1, #names do
+    for j = i + 1, #names do
+      local a, b = results[names[i]], results[names[j]]
+      for _, what in ipairs({"mm", "conv", "sum"}) do
+        T.assert_false(a[what]:equal(b[what]), names[i] .. " vs " .. names[j] .. ": " .. what .. " is bit-identical")
+        -- Honest differences are last-bit noise, not different answers.
+        T.assert_true(a[what]:allclose(b[what], 1e-10, 1e-10), names[i] .. " vs " .. names[j] .. ": " .. what)
+      end
+    end
+  end
+end)
+
+s:test("in-process switching; process-level profiles refuse without a fresh process", function()
+  local a = vt.tensor.randn({16, 200}, {seed = 1})
+  vt.set_profile("splitk4")
+  T.assert_eq(vt.profile().name, "splitk4")
+  T.assert_eq(vt.threads(), 1)
+  local m1 = vt.ops.matmul(a, a:t())
+  vt.set_profile("native")
+  local m2 = vt.ops.matmul(a, a:t())
+  T.assert_false(m1:equal(m2))
+  T.assert_error(function() vt.set_profile("refblas") end,
+                 "vt.set_profile: profile 'refblas' sets process-level options (LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/blas); start the process with `vtrun --profile refblas`", true)
+  T.assert_error(function() vt.set_profile("gpu9000") end, "unknown profile 'gpu9000' (valid: native, splitk4", true)
+end)
+
+s:test("--profile with an unknown name fails clearly", function()
+  local p = io.popen(string.format("%q --profile nosuch -e 'print(1)' 2>&1; echo \"exit=$?\"", vtrun))
+  local out = p:read("*a")
+  p:close()
+  T.assert_true(out:find("vtrun: --profile: unknown profile 'nosuch'", 1, true) ~= nil, out)
+  T.assert_true(out:find("exit=1", 1, true) ~= nil, out)
+end)
+
+s:test("ops agree with ATen up to rounding", function()
+  local a = vt.tensor.randn({5, 7, 9}, {seed = 8})
+  T.assert_near(vt.ops.sum(a, {1, 3}), a:sum(1):sum(2), 1e-12)
+  T.assert_near(vt.ops.sum(a), vt.tensor(a:sum()), 1e-12)
+end)
+
+T.run({exit = false})
+os.execute("rm -rf " .. tmp)
+os.exit(0)
