@@ -61,6 +61,7 @@ int OpenVtCore(lua_State* L) {
   OpenPrecision(L);
   OpenStore(L);
   OpenProfiles(L);
+  OpenData(L);
   return 1;
 }
 

@@ -15,7 +15,8 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config          # toolchain
   libtorch-dev                              # LibTorch 1.13 (CPU): ATen tensors and autograd
   libluajit2-5.1-dev                        # the embedded Lua
-  librocksdb-dev libzstd-dev                # the store (zstd-compressed logs)
+  librocksdb-dev libzstd-dev zlib1g-dev     # the store (zstd-compressed logs), gzip data
+  dataset-fashion-mnist                     # Fashion-MNIST (IDX, gzip)
   libssl-dev                                # SHA-256 through OpenSSL's EVP API
   librandom123-dev                          # Philox counter-based RNG
   libreadline-dev                           # the REPL
