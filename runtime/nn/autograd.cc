@@ -1,0 +1,135 @@
+#include "runtime/nn/autograd.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "runtime/common/error.h"
+#include "runtime/nn/context.h"
+#include "runtime/profile/profile.h"
+
+namespace vt::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name) {
+    StepContext* step = StepContext::Current();
+    if (step == nullptr) return x.clone();
+    const int32_t call = step->NextCall(name + ":fwd");
+    ctx->saved_data["name"] = name;
+    ctx->saved_data["call"] = static_cast<int64_t>(call);
+    return step->Apply(name + ":fwd", x, call);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    StepContext* step = StepContext::Current();
+    if (step == nullptr || !ctx->saved_data.count("name")) return {grads[0], at::Tensor()};
+    const std::string name = ctx->saved_data["name"].toStringRef();
+    const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
+    return {step->Apply(name + ":bwd", grads[0].contiguous(), call), at::Tensor()};
+  }
+};
+
+// LibTorch 1.13's custom functions cannot take undefined tensors, so "no bias" travels as an
+// empty placeholder.
+at::Tensor BiasOrPlaceholder(const at::Tensor& bias, const at::Tensor& like) {
+  return bias.defined() ? bias : at::empty({0}, like.options());
+}
+at::Tensor RealBias(const at::Tensor& bias) { return bias.numel() == 0 ? at::Tensor() : bias; }
+
+// Flattens leading dimensions: [..., k] -> [rows, k].
+at::Tensor Rows(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
+
+struct LinearFn : public torch::autograd::Function<LinearFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& bias) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    std::vector<int64_t> out_shape = x.sizes().vec();
+    out_shape.back() = w.size(0);
+    return vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& w = saved[1];
+    at::Tensor g = Rows(grads[0].contiguous());
+    at::Tensor gx = vt::Matmul(g, w).view(x.sizes());
+    at::Tensor gw = vt::Matmul(g.t(), Rows(x));
+    at::Tensor gb = ctx->saved_data["has_bias"].toBool() ? vt::Sum(g, {0}) : at::Tensor();
+    return {gx, gw, gb};
+  }
+};
+
+struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& bias, int64_t stride, int64_t padding) {
+    ctx->save_for_backward({x, w});
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    return vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& x = saved[0];
+    const at::Tensor& w = saved[1];
+    const int64_t stride = ctx->saved_data["stride"].toInt();
+    const int64_t padding = ctx->saved_data["padding"].toInt();
+    const at::Tensor g = grads[0].contiguous();  // [N, O, oh, ow]
+    const int64_t n = x.size(0), out_c = w.size(0), kh = w.size(2), kw = w.size(3);
+    const int64_t l = g.size(2) * g.size(3);
+    // g2d [O, N*L] matches the forward's [O, N*L] product.
+    at::Tensor g2d = g.view({n, out_c, l}).permute({1, 0, 2}).reshape({out_c, n * l});
+    at::Tensor cols = at::im2col(x, {kh, kw}, {1, 1}, {padding, padding}, {stride, stride});
+    at::Tensor cols2d = cols.permute({1, 0, 2}).reshape({cols.size(1), n * l});
+    at::Tensor gw = vt::Matmul(g2d, cols2d.t()).view(w.sizes());
+    at::Tensor gcols = vt::Matmul(w.reshape({out_c, -1}).t(), g2d);  // [C*kh*kw, N*L]
+    gcols = gcols.view({cols.size(1), n, l}).permute({1, 0, 2}).contiguous();
+    at::Tensor gx = at::col2im(gcols, {x.size(2), x.size(3)}, {kh, kw}, {1, 1}, {padding, padding},
+                               {stride, stride});
+    at::Tensor gb = ctx->saved_data["has_bias"].toBool() ? vt::Sum(g2d, {1}) : at::Tensor();
+    return {gx, gw, gb, at::Tensor(), at::Tensor()};
+  }
+};
+
+struct MatmulFn : public torch::autograd::Function<MatmulFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    ctx->save_for_backward({a, b});
+    return vt::Matmul(a, b);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor g = grads[0].contiguous();
+    return {vt::Matmul(g, saved[1].transpose(-1, -2)), vt::Matmul(saved[0].transpose(-1, -2), g)};
+  }
+};
+
+}  // namespace
+
+at::Tensor Boundary(const at::Tensor& x, const std::string& name) { return BoundaryFn::apply(x, name); }
+
+at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  if (x.size(-1) != w.size(1)) {
+    throw Error("linear: input has " + std::to_string(x.size(-1)) + " features, weight expects " +
+                std::to_string(w.size(1)));
+  }
+  return LinearFn::apply(x, w, BiasOrPlaceholder(bias, w));
+}
+
+at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, int64_t stride,
+                  int64_t padding) {
+  return Conv2dFn::apply(x, w, BiasOrPlaceholder(bias, w), stride, padding);
+}
+
+at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() != b.dim() || a.dim() < 2) throw Error("matmul: operands must have the same rank >= 2");
+  return MatmulFn::apply(a, b);
+}
+
+}  // namespace vt::nn

@@ -1,0 +1,32 @@
+// Differentiable operations of the rounded engine, as LibTorch autograd functions:
+//
+//  - Boundary(x, name): identity on the graph whose forward sends x through "name:fwd" and
+//    whose backward sends the incoming gradient through "name:bwd" (the same call number as
+//    the forward call, so records pair up whatever order autograd visits branches in);
+//  - Linear, Conv2d, Matmul: whose forward AND backward products follow the current device
+//    profile's summation order (runtime/profile), as a GPU's kernels would, so honest
+//    profiles really disagree in both passes.
+//
+// All take float64 (or float32 in the plain-FP32 mode) tensors. Errors are vt::Error or
+// LibTorch's c10::Error with shapes named.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace vt::nn {
+
+at::Tensor Boundary(const at::Tensor& x, const std::string& name);
+
+// x [..., in] @ w[out, in]^T + bias[out] (bias may be undefined).
+at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
+
+// Convolution: x [N, C, H, W] * w [O, C, kh, kw] (+ bias [O]), square stride and padding.
+at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, int64_t stride,
+                  int64_t padding);
+
+// Batched a [..., m, k] @ b [..., k, n] (same batch shape).
+at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace vt::nn

@@ -1,0 +1,138 @@
+// The rounding context of one training step: where every boundary of the forward pass, the
+// backward pass, the parameter gradients and the optimizer update sends its FP64 values.
+//
+// A boundary is named ("layer2.0.conv1:fwd", "fc.weight:grad", "fc.weight:update"); its kind
+// comes from the suffix after the last ':' (fwd, bwd, grad; anything else is an update-kind
+// boundary rounded at b = 32 because model state is FP32). Each call at a boundary within a
+// step gets a call counter, and the pair (boundary, call) keys its log record, so two
+// machines whose autograd engines visit branches in another order still pair the right
+// records (ROUNDING.md, "Where rounding happens").
+//
+// Modes (the experiments need all five):
+//   kFp32, kFp64: plain training; boundaries pass values through.
+//   kRounded:     rnd_b at every boundary, nothing logged.
+//   kLog:         the trainer: rnd_b and a log record per call, kept in the step log.
+//   kReplay:      the auditor/judge: the trainer's records applied to its own values.
+//
+// A StepContext is made per step and installed for the current thread with a Scope; the
+// autograd boundary functions find it there. Not thread-safe: one step at a time per thread.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "runtime/precision/log_record.h"
+
+namespace vt::nn {
+
+enum class Mode { kFp32, kFp64, kRounded, kLog, kReplay };
+
+// "fp32", "fp64", "rounded", "log", "replay"; ParseMode throws vt::Error listing them.
+std::string ModeName(Mode mode);
+Mode ParseMode(const std::string& name);
+
+enum class BoundaryKind { kForward = 0, kBackward = 1, kGradient = 2, kUpdate = 3 };
+
+// The kind of a boundary name from its suffix (see the file comment).
+BoundaryKind KindOf(const std::string& boundary);
+const char* KindName(BoundaryKind kind);  // "fwd", "bwd", "grad", "update"
+
+struct Window {
+  double band = 0.25;  // in units of spacing(x), [0, 0.5]. Default: 0.25 (paper mode).
+  double alpha = 0.0;  // in units of the tensor's max |x|, >= 0. Default: 0.
+  bool operator==(const Window& o) const { return band == o.band && alpha == o.alpha; }
+};
+
+// The logging windows of a run: a default per boundary kind, and overrides per boundary name
+// (calibration fills these). `bits` applies to fwd/bwd/grad boundaries; update-kind
+// boundaries always round at b = 32.
+struct WindowTable {
+  int bits = 32;  // Default: 32.
+  std::array<Window, 4> by_kind{};
+  std::map<std::string, Window> by_boundary;
+
+  // The window for `boundary` (exact-name override, else its kind's default).
+  const Window& Lookup(const std::string& boundary) const;
+  int BitsFor(const std::string& boundary) const;
+  // Throws vt::Error naming the first invalid entry.
+  void Validate() const;
+};
+
+// What happened at one boundary over a step (summed over its calls).
+struct BoundaryStats {
+  int64_t calls = 0;
+  int64_t elements = 0;
+  int64_t logged = 0;        // DOWN + UP + EXACT entries (trainer) / in the applied records
+  int64_t exact = 0;         // EXACT entries
+  int64_t corrections = 0;   // replay only (ROUNDING.md)
+  int64_t illegitimate = 0;  // replay only
+  int64_t near_misses = 0;   // replay only
+};
+
+using RecordKey = std::pair<std::string, int32_t>;  // (boundary, call)
+using StepLog = std::map<RecordKey, precision::LogRecord>;
+
+class StepContext {
+ public:
+  // `windows` must outlive the context. `log` is where kLog writes records (cleared first)
+  // and where kReplay reads them; it may be null for the other modes.
+  StepContext(Mode mode, const WindowTable* windows, int64_t step, StepLog* log);
+
+  Mode mode() const { return mode_; }
+  int64_t step() const { return step_; }
+  // The run's seed, for dropout masks keyed by (seed, step, boundary). Default: 0.
+  uint64_t seed() const { return seed_; }
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  // The dtype tensors of this mode compute in (float32 for kFp32, float64 otherwise).
+  at::ScalarType dtype() const;
+
+  // Sends `x` through `boundary`: returns it unchanged in plain modes, else its rounded (or
+  // replayed) FP64 value. `call` < 0 takes the next call number for this boundary; a
+  // backward boundary passes the call number of its forward call. Throws vt::Error for
+  // NaN/Inf/overflow (naming boundary, step and index), a missing record or a size mismatch.
+  at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+
+  // The next call number `boundary` would get (and reserves it).
+  int32_t NextCall(const std::string& boundary);
+
+  // Replay only: throws vt::Error naming a record of the step log that no boundary used
+  // (the replayer computed a different set of boundaries than the trainer logged).
+  void CheckAllRecordsUsed() const;
+
+  const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
+
+  // Installs a context as the current thread's for its lifetime.
+  class Scope {
+   public:
+    explicit Scope(StepContext* context);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    StepContext* previous_;
+  };
+
+  // The current thread's context, or nullptr outside a step.
+  static StepContext* Current();
+
+ private:
+  Mode mode_;
+  const WindowTable* windows_;
+  int64_t step_;
+  uint64_t seed_ = 0;
+  StepLog* log_;
+  std::map<std::string, int32_t> calls_;
+  std::map<std::string, BoundaryStats> stats_;
+  int64_t used_records_ = 0;
+};
+
+// Sends `x` through `boundary` of the current context (identity when there is none).
+at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+
+}  // namespace vt::nn

@@ -1,0 +1,162 @@
+#include "runtime/nn/layers.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "runtime/common/error.h"
+#include "runtime/nn/autograd.h"
+#include "runtime/nn/context.h"
+#include "runtime/profile/profile.h"
+#include "runtime/random/philox.h"
+
+namespace vt::nn {
+namespace {
+
+constexpr double kBnMomentum = 0.1;
+constexpr double kNormEps = 1e-5;
+
+std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+
+}  // namespace
+
+Linear::Linear(int64_t in, int64_t out, bool bias, uint64_t seed, const std::string& full_name,
+               double init_std)
+    : Module(full_name) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  weight_ = &RegisterParameter("weight", init_std > 0 ? InitNormal({out, in}, init_std, seed, Join(full_name, "weight"))
+                                                      : InitUniform({out, in}, bound, seed, Join(full_name, "weight")));
+  if (bias) {
+    bias_ = &RegisterParameter("bias", init_std > 0 ? at::zeros({out}, at::kDouble)
+                                                    : InitUniform({out}, bound, seed, Join(full_name, "bias")));
+  }
+}
+
+at::Tensor Linear::Forward(const at::Tensor& x) {
+  return Boundary(LinearOp(x, *weight_, bias_ ? *bias_ : at::Tensor()), BoundaryName());
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
+               uint64_t seed, const std::string& full_name)
+    : Module(full_name), stride_(stride), padding_(padding) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in * kernel * kernel));
+  weight_ = &RegisterParameter("weight", InitUniform({out, in, kernel, kernel}, bound, seed, Join(full_name, "weight")));
+  if (bias) bias_ = &RegisterParameter("bias", InitUniform({out}, bound, seed, Join(full_name, "bias")));
+}
+
+at::Tensor Conv2d::Forward(const at::Tensor& x) {
+  return Boundary(Conv2dOp(x, *weight_, bias_ ? *bias_ : at::Tensor(), stride_, padding_), BoundaryName());
+}
+
+BatchNorm2d::BatchNorm2d(int64_t channels, const std::string& full_name) : Module(full_name) {
+  weight_ = &RegisterParameter("weight", at::ones({channels}, at::kDouble));
+  bias_ = &RegisterParameter("bias", at::zeros({channels}, at::kDouble));
+  running_mean_ = &RegisterBuffer("running_mean", at::zeros({channels}, at::kDouble));
+  running_var_ = &RegisterBuffer("running_var", at::ones({channels}, at::kDouble));
+}
+
+at::Tensor BatchNorm2d::Forward(const at::Tensor& x) {
+  const int64_t c = x.size(1);
+  auto per_channel = [&](const at::Tensor& t) { return t.view({1, c, 1, 1}); };
+  at::Tensor mean, var;
+  if (training()) {
+    const double count = static_cast<double>(x.numel() / c);
+    mean = vt::Sum(x, {0, 2, 3}) / count;
+    at::Tensor centered = x - per_channel(mean);
+    var = vt::Sum(centered * centered, {0, 2, 3}) / count;
+    {
+      at::NoGradGuard no_grad;
+      const double unbias = count / std::max(1.0, count - 1.0);
+      at::Tensor m = (1.0 - kBnMomentum) * *running_mean_ + kBnMomentum * mean.detach();
+      at::Tensor v = (1.0 - kBnMomentum) * *running_var_ + kBnMomentum * unbias * var.detach();
+      *running_mean_ = ApplyBoundary(Join(name(), "running_mean:update"), m.to(running_mean_->scalar_type()));
+      *running_var_ = ApplyBoundary(Join(name(), "running_var:update"), v.to(running_var_->scalar_type()));
+    }
+    at::Tensor y = centered / per_channel(at::sqrt(var + kNormEps)) * per_channel(*weight_) + per_channel(*bias_);
+    return Boundary(y, BoundaryName());
+  }
+  at::Tensor y = (x - per_channel(*running_mean_)) / per_channel(at::sqrt(*running_var_ + kNormEps)) *
+                     per_channel(*weight_) + per_channel(*bias_);
+  return Boundary(y, BoundaryName());
+}
+
+LayerNorm::LayerNorm(int64_t dim, const std::string& full_name) : Module(full_name), dim_(dim) {
+  weight_ = &RegisterParameter("weight", at::ones({dim}, at::kDouble));
+  bias_ = &RegisterParameter("bias", at::zeros({dim}, at::kDouble));
+}
+
+at::Tensor LayerNorm::Forward(const at::Tensor& x) {
+  return Boundary(at::layer_norm(x, {dim_}, *weight_, *bias_, kNormEps), BoundaryName());
+}
+
+Embedding::Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name, double init_std)
+    : Module(full_name) {
+  weight_ = &RegisterParameter("weight", InitNormal({count, dim}, init_std, seed, Join(full_name, "weight")));
+}
+
+at::Tensor Embedding::Forward(const at::Tensor& indices) {
+  if (indices.numel() > 0 && (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= weight_->size(0))) {
+    throw Error("embedding '" + name() + "': index out of range [0, " + std::to_string(weight_->size(0)) + ")");
+  }
+  return at::embedding(*weight_, indices);
+}
+
+at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::string& name) {
+  if (!training || p <= 0.0) return x;
+  if (p >= 1.0) throw Error("dropout probability must be in [0, 1), got " + std::to_string(p));
+  StepContext* step = StepContext::Current();
+  const uint64_t seed = step ? step->seed() : 0;
+  const uint64_t step_number = step ? static_cast<uint64_t>(step->step()) : 0;
+  // Key: run seed mixed with the boundary name; counter stream: dropout; index: element,
+  // offset by the step in the counter's high bits (steps < 2^24, elements < 2^40).
+  const uint64_t key = seed ^ NameHash(name);
+  at::Tensor u = UniformTensor(x.sizes(), at::kDouble, key, static_cast<uint32_t>(RandomStream::kDropout) +
+                                                              static_cast<uint32_t>(step_number << 8));
+  at::Tensor mask = (u >= p).to(x.scalar_type()) * (1.0 / (1.0 - p));
+  return x * mask;
+}
+
+at::Tensor Gelu(const at::Tensor& x, const std::string& name) { return Boundary(at::gelu(x, "tanh"), name); }
+
+at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
+  const double count = static_cast<double>(x.size(2) * x.size(3));
+  return Boundary(vt::Sum(x, {2, 3}) / count, name);
+}
+
+at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& targets) {
+  at::Tensor log_probs = Boundary(at::log_softmax(logits, -1), "log_softmax");
+  at::Tensor picked = log_probs.gather(1, targets.view({-1, 1})).view({-1});
+  const double n = static_cast<double>(targets.numel());
+  return Boundary(-vt::Sum(picked, {0}) / n, "loss");
+}
+
+CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, double dropout, uint64_t seed,
+                                         const std::string& full_name, double proj_std)
+    : Module(full_name), dim_(dim), heads_(heads), dropout_(dropout) {
+  if (dim % heads != 0) {
+    throw Error("attention '" + full_name + "': width " + std::to_string(dim) + " is not divisible by " +
+                std::to_string(heads) + " heads");
+  }
+  c_attn_ = RegisterModule("c_attn", std::make_shared<Linear>(dim, 3 * dim, true, seed, Join(full_name, "c_attn"), 0.02));
+  c_proj_ = RegisterModule("c_proj", std::make_shared<Linear>(dim, dim, true, seed, Join(full_name, "c_proj"), proj_std));
+}
+
+at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
+  const int64_t b = x.size(0), t = x.size(1), hd = dim_ / heads_;
+  at::Tensor qkv = c_attn_->Forward(x);  // [B, T, 3D]
+  auto heads = [&](int64_t i) {
+    return qkv.narrow(2, i * dim_, dim_).view({b, t, heads_, hd}).transpose(1, 2).contiguous();
+  };
+  at::Tensor q = heads(0), k = heads(1), v = heads(2);  // [B, H, T, hd]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  at::Tensor scores = Boundary(MatmulOp(q, k.transpose(-1, -2).contiguous()) * scale, BoundaryName("scores"));
+  at::Tensor causal = at::ones({t, t}, at::TensorOptions().dtype(at::kBool)).triu(1);
+  scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
+  at::Tensor probs = Boundary(at::softmax(scores, -1), BoundaryName("softmax"));
+  probs = Dropout(probs, dropout_, training(), BoundaryName("attn_dropout"));
+  at::Tensor mixed = Boundary(MatmulOp(probs, v), BoundaryName("mix"));  // [B, H, T, hd]
+  mixed = mixed.transpose(1, 2).contiguous().view({b, t, dim_});
+  return Dropout(c_proj_->Forward(mixed), dropout_, training(), BoundaryName("resid_dropout"));
+}
+
+}  // namespace vt::nn

@@ -1,0 +1,150 @@
+#include "runtime/optim/optimizer.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "runtime/common/error.h"
+#include "runtime/nn/context.h"
+
+namespace vt::optim {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw Error("optimizer: " + what);
+}
+
+}  // namespace
+
+double PortableCos(double x) {
+  // Reduce to [0, pi/2] with cos(x) = -cos(pi - x), then the Taylor series, whose terms
+  // fall below 1e-17 by x^22/22! at x = pi/2.
+  double sign = 1.0;
+  if (x > kPi / 2) {
+    x = kPi - x;
+    sign = -1.0;
+  }
+  const double x2 = x * x;
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k <= 12; ++k) {
+    term = -term * x2 / static_cast<double>((2 * k - 1) * (2 * k));
+    sum += term;
+  }
+  return sign * sum;
+}
+
+double PowInt(double x, int64_t n) {
+  double result = 1.0, base = x;
+  while (n > 0) {
+    if (n & 1) result *= base;
+    base *= base;
+    n >>= 1;
+  }
+  return result;
+}
+
+void Schedule::Validate() const {
+  Require(kind == "constant" || kind == "cosine" || kind == "linear",
+          "schedule must be 'constant', 'cosine' or 'linear', got '" + kind + "'");
+  Require(warmup >= 0, "warmup must be >= 0");
+  Require(min_factor >= 0 && min_factor <= 1, "min_factor must be in [0, 1]");
+  Require(kind == "constant" || total > 0, "a " + kind + " schedule needs the run's total steps");
+}
+
+double Schedule::Factor(int64_t step) const {
+  if (warmup > 0 && step <= warmup) return static_cast<double>(step) / static_cast<double>(warmup);
+  if (kind == "constant") return 1.0;
+  const double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
+  double progress = static_cast<double>(step - warmup) / span;
+  progress = std::min(1.0, std::max(0.0, progress));
+  const double decay = kind == "cosine" ? 0.5 * (1.0 + PortableCos(kPi * progress)) : 1.0 - progress;
+  return min_factor + (1.0 - min_factor) * decay;
+}
+
+void OptimizerConfig::Validate() const {
+  Require(kind == "sgd" || kind == "adamw", "kind must be 'sgd' or 'adamw', got '" + kind + "'");
+  Require(std::isfinite(lr) && lr > 0, "lr must be a finite number > 0, got " + Num(lr));
+  Require(momentum >= 0 && momentum < 1, "momentum must be in [0, 1), got " + Num(momentum));
+  Require(!nesterov || momentum > 0, "nesterov needs momentum > 0");
+  Require(weight_decay >= 0 && std::isfinite(weight_decay), "weight_decay must be >= 0");
+  Require(beta1 >= 0 && beta1 < 1, "beta1 must be in [0, 1), got " + Num(beta1));
+  Require(beta2 >= 0 && beta2 < 1, "beta2 must be in [0, 1), got " + Num(beta2));
+  Require(eps > 0, "eps must be > 0");
+  schedule.Validate();
+}
+
+std::map<std::string, std::string> OptimizerConfig::Canonical() const {
+  std::map<std::string, std::string> out = {{"kind", kind}, {"lr", Num(lr)}, {"weight_decay", Num(weight_decay)},
+                                            {"schedule", schedule.kind}, {"warmup", std::to_string(schedule.warmup)},
+                                            {"min_factor", Num(schedule.min_factor)}};
+  if (kind == "sgd") {
+    out["momentum"] = Num(momentum);
+    out["nesterov"] = nesterov ? "true" : "false";
+  } else {
+    out["beta1"] = Num(beta1);
+    out["beta2"] = Num(beta2);
+    out["eps"] = Num(eps);
+  }
+  return out;
+}
+
+Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) { config_.Validate(); }
+
+void Optimizer::InitState(const NamedTensors& params) {
+  for (const auto& [name, p] : params) {
+    if (config_.kind == "adamw" || config_.momentum > 0) {
+      if (!first_.count(name)) first_[name] = at::zeros_like(*p).detach();
+    }
+    if (config_.kind == "adamw" && !second_.count(name)) second_[name] = at::zeros_like(*p).detach();
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor*>> Optimizer::NamedState() {
+  std::vector<std::pair<std::string, at::Tensor*>> out;
+  const std::string first = config_.kind == "adamw" ? ".exp_avg" : ".momentum";
+  for (auto& [name, t] : first_) out.emplace_back("optim." + name + first, &t);
+  for (auto& [name, t] : second_) out.emplace_back("optim." + name + ".exp_avg_sq", &t);
+  return out;
+}
+
+void Optimizer::Step(const NamedTensors& params, int64_t step) {
+  InitState(params);
+  at::NoGradGuard no_grad;
+  const double lr = config_.lr * config_.schedule.Factor(step);
+  for (const auto& [name, p] : params) {
+    at::Tensor grad = p->grad();
+    if (!grad.defined()) grad = at::zeros_like(*p);
+    at::Tensor value = p->detach();
+    at::Tensor updated;
+    if (config_.kind == "sgd") {
+      at::Tensor d = config_.weight_decay > 0 ? grad + config_.weight_decay * value : grad;
+      if (config_.momentum > 0) {
+        at::Tensor& buf = first_[name];
+        buf = nn::ApplyBoundary(name + ":momentum", config_.momentum * buf + d);
+        d = config_.nesterov ? d + config_.momentum * buf : buf;
+      }
+      updated = value - lr * d;
+    } else {
+      at::Tensor& m = first_[name];
+      at::Tensor& v = second_[name];
+      m = nn::ApplyBoundary(name + ":exp_avg", config_.beta1 * m + (1.0 - config_.beta1) * grad);
+      v = nn::ApplyBoundary(name + ":exp_avg_sq", config_.beta2 * v + (1.0 - config_.beta2) * grad * grad);
+      const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
+      at::Tensor decayed = config_.weight_decay > 0 ? value * (1.0 - lr * config_.weight_decay) : value;
+      updated = decayed - lr * (m / c1) / (at::sqrt(v / c2) + config_.eps);
+    }
+    value.copy_(nn::ApplyBoundary(name + ":update", updated));
+    p->mutable_grad() = at::Tensor();
+  }
+}
+
+}  // namespace vt::optim

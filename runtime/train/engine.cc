@@ -1,0 +1,33 @@
+#include "runtime/train/engine.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "runtime/common/error.h"
+
+namespace vt::train {
+
+StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::Dataset& data,
+                     uint64_t seed, int64_t batch, int64_t step, nn::StepContext& context) {
+  nn::StepContext::Scope scope(&context);
+  context.set_seed(seed);
+  model.Train(true);
+  data::Batch b = data::StepBatch(data, seed, batch, step);
+  at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
+  at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);
+  const double loss_value = loss.item<double>();
+  if (!std::isfinite(loss_value)) {
+    throw Error("loss is " + std::to_string(loss_value) + " at step " + std::to_string(step));
+  }
+  loss.backward();
+  auto params = model.NamedParameters();
+  for (const auto& [name, p] : params) {
+    if (p->grad().defined()) p->mutable_grad() = context.Apply(name + ":grad", p->grad());
+  }
+  optimizer.Step(params, step);
+  context.CheckAllRecordsUsed();
+  return {loss_value, batch};
+}
+
+}  // namespace vt::train
