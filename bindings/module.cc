@@ -62,6 +62,7 @@ int OpenVtCore(lua_State* L) {
   OpenStore(L);
   OpenProfiles(L);
   OpenData(L);
+  OpenTrain(L);
   return 1;
 }
 

@@ -14,6 +14,7 @@ void OpenSystem(lua_State* L);     // vt.version(), vt.threads(), vt.set_threads
 void OpenPrecision(lua_State* L);  // vt.round, vt.replay, vt.grid, vt.log (precision core)
 void OpenStore(lua_State* L);      // vt.store, vt.merkle
 void OpenProfiles(lua_State* L);
-void OpenData(lua_State* L);       // vt.data   // vt.profiles, vt.profile, vt.set_profile, vt.ops
+void OpenData(lua_State* L);       // vt.data
+void OpenTrain(lua_State* L);      // vt.models, vt.optim, vt.spec, vt.trainer, vt.auditor   // vt.profiles, vt.profile, vt.set_profile, vt.ops
 
 }  // namespace vt::lua

@@ -1,0 +1,582 @@
+// vt.models, vt.optim, vt.spec, vt.trainer, vt.auditor: runs of the rounded engine.
+//
+// vt.models.* and vt.optim.* return plain tables (checked when a spec is made); vt.spec
+// turns them, a data set and the run settings into a Spec; vt.trainer and vt.auditor run a
+// spec on a device profile against a store. Steps count from 1, leaves from 0.
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "bindings/lua_support.h"
+#include "bindings/module.h"
+#include "bindings/tensor.h"
+#include "runtime/common/error.h"
+#include "runtime/train/runner.h"
+#include "store/store.h"
+
+namespace vt::lua {
+namespace {
+
+constexpr const char* kSpecMeta = "vt.Spec";
+constexpr const char* kRunnerMeta = "vt.Runner";
+constexpr const char* kStoreMeta = "vt.Store";    // defined by bindings/store.cc
+constexpr const char* kDatasetMeta = "vt.Dataset";  // defined by bindings/data.cc
+
+using SpecPtr = std::shared_ptr<train::Spec>;
+using RunnerPtr = std::shared_ptr<train::Runner>;
+using StorePtr = std::shared_ptr<store::Store>;
+using DatasetPtr = std::shared_ptr<data::Dataset>;
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// ---- vt.models.* and vt.optim.*: tagged option tables ----
+
+// Copies the options table at 1 into a new table with `tag_key = tag`, after checking keys.
+int TaggedTable(lua_State* L, const char* api, const char* tag_key, const char* tag,
+                std::initializer_list<const char*> valid) {
+  CheckOptions(L, 1, api, valid);
+  lua_newtable(L);
+  if (!lua_isnoneornil(L, 1)) {
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, -4);
+    }
+  }
+  lua_pushstring(L, tag);
+  lua_setfield(L, -2, tag_key);
+  return 1;
+}
+
+int ModelMlp(lua_State* L) {
+  return TaggedTable(L, "vt.models.mlp", "type", "mlp", {"input_shape", "hidden", "classes", "dropout"});
+}
+int ModelResNet(lua_State* L) {
+  return TaggedTable(L, "vt.models.resnet", "type", "resnet", {"depth", "width", "in_channels", "classes"});
+}
+int ModelGpt2(lua_State* L) {
+  return TaggedTable(L, "vt.models.gpt2", "type", "gpt2", {"layers", "d_model", "heads", "vocab", "context", "dropout"});
+}
+int OptimSgd(lua_State* L) {
+  return TaggedTable(L, "vt.optim.sgd", "kind", "sgd",
+                     {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor"});
+}
+int OptimAdamW(lua_State* L) {
+  return TaggedTable(L, "vt.optim.adamw", "kind", "adamw",
+                     {"lr", "beta1", "beta2", "eps", "weight_decay", "schedule", "warmup", "min_factor"});
+}
+
+// ---- vt.spec ----
+
+// Field `key` of the table at `idx` as a canonical string (numbers as %.17g, integers plain,
+// booleans true/false, arrays of integers comma-separated); nullopt if absent.
+std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, const char* key) {
+  lua_getfield(L, idx, key);
+  std::optional<std::string> out;
+  switch (lua_type(L, -1)) {
+    case LUA_TNIL:
+      break;
+    case LUA_TNUMBER: {
+      double v = lua_tonumber(L, -1);
+      out = v == std::floor(v) && std::fabs(v) < 9007199254740992.0 ? std::to_string(static_cast<int64_t>(v)) : Num(v);
+      break;
+    }
+    case LUA_TBOOLEAN:
+      out = lua_toboolean(L, -1) ? "true" : "false";
+      break;
+    case LUA_TSTRING:
+      out = lua_tostring(L, -1);
+      break;
+    case LUA_TTABLE: {
+      std::string list;
+      for (int i = 1; i <= static_cast<int>(lua_objlen(L, -1)); ++i) {
+        lua_rawgeti(L, -1, i);
+        if (lua_type(L, -1) != LUA_TNUMBER) Fail(L, api, std::string("field '") + key + "' must be a list of integers");
+        list += (i > 1 ? "," : "") + std::to_string(static_cast<int64_t>(lua_tonumber(L, -1)));
+        lua_pop(L, 1);
+      }
+      out = list;
+      break;
+    }
+    default:
+      Fail(L, api, std::string("field '") + key + "' has an unsupported type " + luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  return out;
+}
+
+// Model defaults, so a spec made from vt.models.gpt2{layers = 4} names every field.
+const std::map<std::string, std::map<std::string, std::string>>& ModelDefaults() {
+  static const std::map<std::string, std::map<std::string, std::string>> d = {
+      {"mlp", {{"input_shape", "1,28,28"}, {"hidden", "128,64"}, {"classes", "10"}, {"dropout", "0"}}},
+      {"resnet", {{"depth", "18"}, {"width", "64"}, {"in_channels", "3"}, {"classes", "10"}}},
+      {"gpt2", {{"layers", "12"}, {"d_model", "768"}, {"heads", "12"}, {"vocab", "50257"}, {"context", "1024"}, {"dropout", "0"}}},
+  };
+  return d;
+}
+
+void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefix, std::map<std::string, std::string>* f) {
+  CheckOptions(L, idx, api, {"band", "alpha"});
+  if (auto band = FieldString(L, idx, api, "band")) (*f)[prefix + ".band"] = *band;
+  if (auto alpha = FieldString(L, idx, api, "alpha")) (*f)[prefix + ".alpha"] = *alpha;
+}
+
+int SpecNew(lua_State* L) {
+  const char* api = "vt.spec";
+  CheckTable(L, 1);
+  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every"});
+  std::map<std::string, std::string> f;
+  // Model.
+  lua_getfield(L, 1, "model");
+  if (!lua_istable(L, -1)) Fail(L, api, "option 'model' is required: a table from vt.models.mlp/resnet/gpt2");
+  int model = lua_gettop(L);
+  auto type = FieldString(L, model, api, "type");
+  if (!type || !ModelDefaults().count(*type)) Fail(L, api, "option 'model' must come from vt.models.mlp, vt.models.resnet or vt.models.gpt2");
+  f["model.type"] = *type;
+  for (const auto& [key, value] : ModelDefaults().at(*type)) {
+    f["model." + key] = FieldString(L, model, api, key.c_str()).value_or(value);
+  }
+  // Data.
+  lua_getfield(L, 1, "data");
+  DatasetPtr* data = static_cast<DatasetPtr*>(luaL_testudata(L, -1, kDatasetMeta));
+  if (data == nullptr) Fail(L, api, "option 'data' is required: a data set from vt.data.*");
+  // Optimizer.
+  lua_getfield(L, 1, "optim");
+  int optim = lua_gettop(L);
+  std::map<std::string, std::string> o = {{"kind", "sgd"}, {"lr", "0.01"}, {"weight_decay", "0"}, {"schedule", "constant"},
+                                          {"warmup", "0"}, {"min_factor", "0"}};
+  if (lua_istable(L, optim)) {
+    o["kind"] = FieldString(L, optim, api, "kind").value_or("sgd");
+    for (const char* key : {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor", "beta1", "beta2", "eps"}) {
+      if (auto v = FieldString(L, optim, api, key)) o[key] = *v;
+    }
+  } else if (!lua_isnil(L, optim)) {
+    Fail(L, api, "option 'optim' must be a table from vt.optim.sgd or vt.optim.adamw");
+  }
+  if (o["kind"] == "sgd") {
+    o.emplace("momentum", "0");
+    o.emplace("nesterov", "false");
+  } else {
+    o.emplace("beta1", "0.9");
+    o.emplace("beta2", "0.999");
+    o.emplace("eps", "1e-08");
+  }
+  for (const auto& [k, v] : o) f["optim." + k] = v;
+  // Run settings.
+  f["batch"] = FieldString(L, 1, api, "batch").value_or("32");
+  auto steps = FieldString(L, 1, api, "steps");
+  if (!steps) Fail(L, api, "option 'steps' is required");
+  f["steps"] = *steps;
+  f["seed"] = FieldString(L, 1, api, "seed").value_or("0");
+  f["checkpoint_every"] = FieldString(L, 1, api, "checkpoint_every").value_or("10");
+  // Rounding: bits, a default window, per-kind windows, per-boundary windows.
+  f["round.bits"] = "32";
+  for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
+    f[std::string("round.") + kind + ".band"] = "0.25";
+    f[std::string("round.") + kind + ".alpha"] = "0";
+  }
+  lua_getfield(L, 1, "round");
+  int round = lua_gettop(L);
+  if (lua_istable(L, round)) {
+    CheckOptions(L, round, "vt.spec round", {"bits", "band", "alpha", "fwd", "bwd", "grad", "update", "boundaries"});
+    if (auto bits = FieldString(L, round, api, "bits")) f["round.bits"] = *bits;
+    for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
+      if (auto band = FieldString(L, round, api, "band")) f[std::string("round.") + kind + ".band"] = *band;
+      if (auto alpha = FieldString(L, round, api, "alpha")) f[std::string("round.") + kind + ".alpha"] = *alpha;
+    }
+    for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
+      lua_getfield(L, round, kind);
+      if (lua_istable(L, -1)) ReadWindow(L, lua_gettop(L), "vt.spec round", std::string("round.") + kind, &f);
+      lua_pop(L, 1);
+    }
+    lua_getfield(L, round, "boundaries");
+    if (lua_istable(L, -1)) {
+      int table = lua_gettop(L);
+      lua_pushnil(L);
+      while (lua_next(L, table) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_istable(L, -1)) Fail(L, api, "round.boundaries maps boundary names to {band=, alpha=}");
+        ReadWindow(L, lua_gettop(L), "vt.spec round.boundaries", std::string("round.boundary.") + lua_tostring(L, -2), &f);
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  } else if (!lua_isnil(L, round)) {
+    Fail(L, api, "option 'round' must be a table {bits=, band=, alpha=, fwd=, bwd=, grad=, update=, boundaries=}");
+  }
+  DatasetPtr d = *data;
+  return Protect(L, api, [&] {
+    const std::string name = d->name();
+    f["data.kind"] = name.substr(0, name.find(':'));
+    f["data.name"] = name;
+    f["data.digest"] = d->digest();
+    for (const auto& [k, v] : d->settings()) f["data." + k] = v;
+    PushUserdata<SpecPtr>(L, std::make_shared<train::Spec>(train::Spec::FromFields(f)), kSpecMeta);
+    return 1;
+  });
+}
+
+SpecPtr& CheckSpec(lua_State* L, int idx) { return CheckUserdata<SpecPtr>(L, idx, kSpecMeta, "vt.Spec"); }
+
+int SpecParse(lua_State* L) {
+  std::string bytes = CheckString(L, 1);
+  return Protect(L, "vt.spec.parse", [&] {
+    PushUserdata<SpecPtr>(L, std::make_shared<train::Spec>(train::Spec::Parse(bytes)), kSpecMeta);
+    return 1;
+  });
+}
+
+int SpecHash(lua_State* L) {
+  lua_pushstring(L, CheckSpec(L, 1)->HashHex().c_str());
+  return 1;
+}
+
+int SpecCanonical(lua_State* L) {
+  std::string s = CheckSpec(L, 1)->Canonical();
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
+int SpecFields(lua_State* L) {
+  lua_newtable(L);
+  for (const auto& [k, v] : CheckSpec(L, 1)->fields()) {
+    lua_pushstring(L, v.c_str());
+    lua_setfield(L, -2, k.c_str());
+  }
+  return 1;
+}
+
+int SpecGet(lua_State* L) {
+  SpecPtr& s = CheckSpec(L, 1);
+  std::string key = CheckString(L, 2);
+  auto it = s->fields().find(key);
+  if (it == s->fields().end()) {
+    lua_pushnil(L);
+  } else {
+    lua_pushstring(L, it->second.c_str());
+  }
+  return 1;
+}
+
+int SpecParameters(lua_State* L) {
+  SpecPtr& s = CheckSpec(L, 1);
+  return Protect(L, "vt.spec.parameters", [&] {
+    lua_pushnumber(L, static_cast<lua_Number>(s->BuildModel()->ParameterCount()));
+    return 1;
+  });
+}
+
+int SpecToString(lua_State* L) {
+  SpecPtr& s = CheckSpec(L, 1);
+  const auto& f = s->fields();
+  lua_pushfstring(L, "vt.Spec(%s on %s, %s steps of %s, seed %s, b=%s, hash %s...)", f.at("model.type").c_str(),
+                  f.at("data.name").c_str(), f.at("steps").c_str(), f.at("batch").c_str(), f.at("seed").c_str(),
+                  f.at("round.bits").c_str(), s->HashHex().substr(0, 12).c_str());
+  return 1;
+}
+
+// ---- vt.trainer / vt.auditor ----
+
+RunnerPtr& CheckRunner(lua_State* L, int idx) { return CheckUserdata<RunnerPtr>(L, idx, kRunnerMeta, "vt.Runner"); }
+
+// Reads the options shared by trainers and auditors (table at 1).
+train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* spec) {
+  lua_getfield(L, 1, "spec");
+  SpecPtr* s = static_cast<SpecPtr*>(luaL_testudata(L, -1, kSpecMeta));
+  if (s == nullptr) Fail(L, api, "option 'spec' is required: a vt.Spec");
+  *spec = *s;
+  lua_pop(L, 1);
+  train::RunnerOptions o;
+  lua_getfield(L, 1, "data");
+  DatasetPtr* d = static_cast<DatasetPtr*>(luaL_testudata(L, -1, kDatasetMeta));
+  if (d == nullptr) Fail(L, api, "option 'data' is required: the spec's data set (vt.data.*)");
+  o.data = *d;
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "store");
+  StorePtr* st = static_cast<StorePtr*>(luaL_testudata(L, -1, kStoreMeta));
+  if (st == nullptr) Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
+  o.store = *st;
+  lua_pop(L, 1);
+  o.run = OptString(L, 1, api, "run").value_or(o.run);
+  o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
+  o.metadata = OptString(L, 1, api, "metadata").value_or("");
+  return o;
+}
+
+int TrainerNew(lua_State* L) {
+  const char* api = "vt.trainer";
+  CheckTable(L, 1);
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata"});
+  SpecPtr spec;
+  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec);
+  return Protect(L, api, [&] {
+    PushUserdata<RunnerPtr>(L, std::make_shared<train::Trainer>(*spec, o), kRunnerMeta);
+    return 1;
+  });
+}
+
+int AuditorNew(lua_State* L) {
+  const char* api = "vt.auditor";
+  CheckTable(L, 1);
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run"});
+  SpecPtr spec;
+  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec);
+  // logs: the trainer (its store and run) or a store holding the trainer's run `logs_run`.
+  lua_getfield(L, 1, "logs");
+  StorePtr logs;
+  std::string logs_run = OptString(L, 1, api, "logs_run").value_or("run");
+  if (RunnerPtr* r = static_cast<RunnerPtr*>(luaL_testudata(L, -1, kRunnerMeta))) {
+    logs = (*r)->options().store;
+    logs_run = (*r)->run();
+  } else if (StorePtr* s = static_cast<StorePtr*>(luaL_testudata(L, -1, kStoreMeta))) {
+    logs = *s;
+  } else {
+    Fail(L, api, "option 'logs' is required: the trainer, or a store holding its run (with logs_run=)");
+  }
+  lua_pop(L, 1);
+  return Protect(L, api, [&] {
+    PushUserdata<RunnerPtr>(L, std::make_shared<train::Auditor>(*spec, o, train::StoreRecords(logs, logs_run)), kRunnerMeta);
+    return 1;
+  });
+}
+
+void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
+  lua_newtable(L);
+  auto set = [&](const char* k, double v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, k);
+  };
+  set("step", static_cast<double>(r.step));
+  set("loss", r.loss);
+  set("elements", static_cast<double>(r.elements));
+  set("logged", static_cast<double>(r.logged));
+  set("exact", static_cast<double>(r.exact));
+  set("corrections", static_cast<double>(r.corrections));
+  set("illegitimate", static_cast<double>(r.illegitimate));
+  set("near_misses", static_cast<double>(r.near_misses));
+  set("log_bytes", static_cast<double>(r.log_bytes));
+  set("seconds", r.seconds);
+  lua_pushboolean(L, r.checkpoint);
+  lua_setfield(L, -2, "checkpoint");
+  if (!boundaries) return;
+  lua_newtable(L);
+  for (const auto& [name, s] : r.boundaries) {
+    lua_newtable(L);
+    set("calls", static_cast<double>(s.calls));
+    set("elements", static_cast<double>(s.elements));
+    set("logged", static_cast<double>(s.logged));
+    set("exact", static_cast<double>(s.exact));
+    set("corrections", static_cast<double>(s.corrections));
+    set("illegitimate", static_cast<double>(s.illegitimate));
+    set("near_misses", static_cast<double>(s.near_misses));
+    lua_setfield(L, -2, name.c_str());
+  }
+  lua_setfield(L, -2, "boundaries");
+}
+
+int RunnerStep(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  return Protect(L, "vt.runner.step", [&] {
+    PushReport(L, r->Step(), true);
+    return 1;
+  });
+}
+
+// for step, report in runner:steps() do ... end
+int StepsIterator(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  if (r->done()) return 0;
+  return Protect(L, "vt.runner.steps", [&] {
+    train::StepReport report = r->Step();
+    lua_pushnumber(L, static_cast<lua_Number>(report.step));
+    PushReport(L, report, true);
+    return 2;
+  });
+}
+
+int RunnerSteps(lua_State* L) {
+  CheckRunner(L, 1);
+  lua_pushcfunction(L, StepsIterator);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+// Progress bar on stderr when it is a terminal: rate, ETA, loss, logged entries.
+void Progress(const train::Runner& r, const train::StepReport& rep, double elapsed, int64_t done_here) {
+  const int64_t n = r.spec().steps();
+  const double rate = done_here / std::max(elapsed, 1e-9);
+  const double eta = (n - rep.step) / std::max(rate, 1e-9);
+  const int width = 24;
+  const int filled = static_cast<int>(width * rep.step / std::max<int64_t>(n, 1));
+  std::string bar(filled, '#');
+  bar.append(width - filled, '.');
+  std::fprintf(stderr, "\r%s [%s] %lld/%lld  %.2f it/s  ETA %.0fs  loss %.4f  logged %lld ", r.run().c_str(), bar.c_str(),
+               static_cast<long long>(rep.step), static_cast<long long>(n), rate, eta, rep.loss,
+               static_cast<long long>(rep.logged));
+  std::fflush(stderr);
+}
+
+// runner:run{progress=} runs to the end; returns totals.
+int RunnerRun(lua_State* L) {
+  const char* api = "vt.runner.run";
+  RunnerPtr& r = CheckRunner(L, 1);
+  CheckOptions(L, 2, api, {"progress"});
+  bool progress = OptBoolean(L, 2, api, "progress").value_or(isatty(STDERR_FILENO) != 0);
+  return Protect(L, api, [&] {
+    train::StepReport total;
+    double loss = 0;
+    int64_t steps = 0;
+    const auto start = std::chrono::steady_clock::now();
+    while (!r->done()) {
+      train::StepReport rep = r->Step();
+      ++steps;
+      loss = rep.loss;
+      total.elements += rep.elements;
+      total.logged += rep.logged;
+      total.exact += rep.exact;
+      total.corrections += rep.corrections;
+      total.illegitimate += rep.illegitimate;
+      total.near_misses += rep.near_misses;
+      total.log_bytes += rep.log_bytes;
+      if (progress) Progress(*r, rep, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
+    }
+    if (progress && steps > 0) std::fputs("\n", stderr);
+    total.step = r->step();
+    total.loss = loss;
+    total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    PushReport(L, total, false);
+    lua_pushstring(L, store::ToHex(r->Root()).c_str());
+    lua_setfield(L, -2, "root");
+    lua_pushnumber(L, static_cast<lua_Number>(steps));
+    lua_setfield(L, -2, "steps_run");
+    return 1;
+  });
+}
+
+int RunnerRoot(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  return Protect(L, "vt.runner.root", [&] {
+    lua_pushstring(L, store::ToHex(r->Root()).c_str());
+    return 1;
+  });
+}
+
+int RunnerDone(lua_State* L) {
+  lua_pushboolean(L, CheckRunner(L, 1)->done());
+  return 1;
+}
+
+int RunnerStepCount(lua_State* L) {
+  lua_pushnumber(L, static_cast<lua_Number>(CheckRunner(L, 1)->step()));
+  return 1;
+}
+
+int RunnerSpec(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  PushUserdata<SpecPtr>(L, std::make_shared<train::Spec>(r->spec()), kSpecMeta);
+  return 1;
+}
+
+int RunnerStore(lua_State* L) {
+  PushUserdata<StorePtr>(L, CheckRunner(L, 1)->options().store, kStoreMeta);
+  return 1;
+}
+
+int RunnerRunId(lua_State* L) {
+  lua_pushstring(L, CheckRunner(L, 1)->run().c_str());
+  return 1;
+}
+
+// runner:parameters() -> {name = tensor}: the current model state (copies).
+int RunnerState(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  return Protect(L, "vt.runner.state", [&] {
+    lua_newtable(L);
+    for (auto& [name, t] : r->model().NamedState()) {
+      PushTensor(L, t->detach().clone());
+      lua_setfield(L, -2, name.c_str());
+    }
+    return 1;
+  });
+}
+
+int RunnerToString(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  lua_pushfstring(L, "vt.Runner(run '%s' on profile %s: step %d of %d)", r->run().c_str(), r->options().profile.c_str(),
+                  static_cast<int>(r->step()), static_cast<int>(r->spec().steps()));
+  return 1;
+}
+
+// vt.train.first_differing_leaf(store_a, run_a, store_b, run_b) -> leaf index or nil
+int FirstDifferingLeafFn(lua_State* L) {
+  StorePtr& a = CheckUserdata<StorePtr>(L, 1, kStoreMeta, "vt.Store");
+  std::string run_a = CheckString(L, 2);
+  StorePtr& b = CheckUserdata<StorePtr>(L, 3, kStoreMeta, "vt.Store");
+  std::string run_b = CheckString(L, 4);
+  return Protect(L, "vt.train.first_differing_leaf", [&] {
+    auto leaf = train::FirstDifferingLeaf(*a, run_a, *b, run_b);
+    if (leaf) {
+      lua_pushnumber(L, static_cast<lua_Number>(*leaf));
+    } else {
+      lua_pushnil(L);
+    }
+    return 1;
+  });
+}
+
+}  // namespace
+
+void OpenTrain(lua_State* L) {
+  const luaL_Reg spec_methods[] = {
+      {"hash", SpecHash}, {"canonical", SpecCanonical}, {"fields", SpecFields},
+      {"get", SpecGet},   {"parameters", SpecParameters}, {nullptr, nullptr},
+  };
+  const luaL_Reg spec_meta[] = {{"__gc", DestroyUserdata<SpecPtr>}, {"__tostring", SpecToString}, {nullptr, nullptr}};
+  RegisterClass(L, kSpecMeta, spec_methods, spec_meta);
+  const luaL_Reg runner_methods[] = {
+      {"step", RunnerStep},   {"steps", RunnerSteps}, {"run", RunnerRun},       {"root", RunnerRoot},
+      {"done", RunnerDone},   {"step_count", RunnerStepCount}, {"spec", RunnerSpec}, {"store", RunnerStore},
+      {"run_id", RunnerRunId}, {"state", RunnerState}, {nullptr, nullptr},
+  };
+  const luaL_Reg runner_meta[] = {{"__gc", DestroyUserdata<RunnerPtr>}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
+  RegisterClass(L, kRunnerMeta, runner_methods, runner_meta);
+
+  const luaL_Reg models[] = {{"mlp", ModelMlp}, {"resnet", ModelResNet}, {"gpt2", ModelGpt2}, {nullptr, nullptr}};
+  lua_newtable(L);
+  SetFuncs(L, models);
+  lua_setfield(L, -2, "models");
+  const luaL_Reg optim[] = {{"sgd", OptimSgd}, {"adamw", OptimAdamW}, {nullptr, nullptr}};
+  lua_newtable(L);
+  SetFuncs(L, optim);
+  lua_setfield(L, -2, "optim");
+  // vt.spec{...} and vt.spec.parse(bytes)
+  lua_newtable(L);
+  const luaL_Reg spec_funcs[] = {{"parse", SpecParse}, {nullptr, nullptr}};
+  SetFuncs(L, spec_funcs);
+  lua_newtable(L);
+  lua_pushstring(L, "spec");
+  lua_pushcclosure(L, [](lua_State* L) -> int {
+    lua_remove(L, 1);  // the vt.spec table itself (__call)
+    return SpecNew(L);
+  }, 1);
+  lua_setfield(L, -2, "__call");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, -2, "spec");
+  const luaL_Reg funcs[] = {{"trainer", TrainerNew}, {"auditor", AuditorNew}, {nullptr, nullptr}};
+  SetFuncs(L, funcs);
+  const luaL_Reg train_funcs[] = {{"first_differing_leaf", FirstDifferingLeafFn}, {nullptr, nullptr}};
+  lua_newtable(L);
+  SetFuncs(L, train_funcs);
+  lua_setfield(L, -2, "train");
+}
+
+}  // namespace vt::lua

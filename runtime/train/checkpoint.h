@@ -1,0 +1,26 @@
+// Checkpoints of a run's state: model parameters and buffers plus optimizer state, by name,
+// as FP32 values in the store's canonical encoding (store/FORMAT.md), whose SHA-256 is the
+// state digest committed in a leaf.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "store/sha256.h"
+
+namespace vt::train {
+
+using NamedState = std::vector<std::pair<std::string, at::Tensor*>>;
+
+// The canonical encoding of `state` as FP32. Throws vt::Error if a value is not on the FP32
+// grid (a state that skipped its update boundary) or has an unsupported dtype.
+std::string EncodeState(const NamedState& state);
+
+// Writes the encoded values back into `state` (float64 tensors keep their dtype). Throws
+// vt::Error if names, shapes or dtypes differ, naming the first mismatch.
+void DecodeStateInto(const std::string& bytes, const NamedState& state);
+
+}  // namespace vt::train

@@ -1,0 +1,170 @@
+#include "runtime/train/runner.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+
+#include "runtime/common/error.h"
+#include "runtime/precision/codec.h"
+#include "runtime/profile/profile.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/engine.h"
+#include "store/log_digest.h"
+
+namespace vt::train {
+namespace {
+
+using Encoded = std::vector<std::pair<nn::RecordKey, std::string>>;
+
+std::vector<store::LogRecordView> Views(const Encoded& records) {
+  std::vector<store::LogRecordView> views;
+  views.reserve(records.size());
+  for (const auto& [key, bytes] : records) {
+    views.push_back({key.first, static_cast<uint32_t>(key.second), bytes});
+  }
+  return views;
+}
+
+}  // namespace
+
+Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
+    : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
+  if (!options_.data) throw Error("a data set is required");
+  if (!options_.store) throw Error("a store is required");
+  spec_.CheckData(*options_.data);
+  FindProfile(options_.profile);  // fail early on a bad name
+  windows_ = spec_.Windows();
+  model_ = spec_.BuildModel();
+  optimizer_ = std::make_unique<optim::Optimizer>(spec_.Optimizer());
+  optimizer_->InitState(model_->NamedParameters());
+}
+
+std::vector<std::pair<std::string, at::Tensor*>> Runner::State() {
+  auto state = model_->NamedState();
+  auto optim_state = optimizer_->NamedState();
+  state.insert(state.end(), optim_state.begin(), optim_state.end());
+  return state;
+}
+
+std::string Runner::StateBytes() { return EncodeState(State()); }
+
+void Runner::Checkpoint(uint64_t leaf) { options_.store->PutCheckpoint(options_.run, leaf, StateBytes()); }
+
+void Runner::OpenOrResume() {
+  store::Store& s = *options_.store;
+  std::optional<store::RunInfo> info = s.GetRun(options_.run);
+  if (!info) {
+    store::RunConfig config;
+    config.spec = spec_.Canonical();
+    config.checkpoint_every = static_cast<uint64_t>(spec_.checkpoint_every());
+    config.steps = static_cast<uint64_t>(spec_.steps());
+    config.metadata = options_.metadata;
+    s.CreateRun(options_.run, config);
+  } else if (info->spec != spec_.Canonical()) {
+    throw Error("store '" + s.path() + "' already holds run '" + options_.run + "' with another spec (hash " +
+                store::ToHex(info->spec_hash) + "); use another run id or store");
+  }
+  std::optional<store::LeafRecord> last = s.Rollback(options_.run);
+  if (!last) {
+    Checkpoint(0);
+    step_ = 0;
+    return;
+  }
+  std::optional<std::string> bytes = s.GetCheckpoint(options_.run, last->index);
+  if (!bytes) throw Error("run '" + options_.run + "': checkpoint of leaf " + std::to_string(last->index) + " is missing");
+  DecodeStateInto(*bytes, State());
+  step_ = static_cast<int64_t>(last->step);
+}
+
+StepReport Runner::Step() {
+  if (done()) throw Error("run '" + options_.run + "' is complete (" + std::to_string(spec_.steps()) + " steps)");
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t step = step_ + 1;
+  ActivateProfile(FindProfile(options_.profile));
+  nn::StepLog log;
+  Encoded prepared = PrepareStep(step, &log);
+  nn::StepContext context(mode_, &windows_, step, &log);
+  StepResult result = TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context);
+  Encoded records = FinishStep(step, log, std::move(prepared));
+
+  StepReport report;
+  report.step = step;
+  report.loss = result.loss;
+  report.boundaries = context.stats();
+  for (const auto& [name, s] : report.boundaries) {
+    report.elements += s.elements;
+    report.logged += s.logged;
+    report.exact += s.exact;
+    report.corrections += s.corrections;
+    report.illegitimate += s.illegitimate;
+    report.near_misses += s.near_misses;
+  }
+  for (const auto& [key, bytes] : records) report.log_bytes += static_cast<int64_t>(bytes.size());
+  options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
+  step_ = step;
+  const uint64_t k = static_cast<uint64_t>(spec_.checkpoint_every());
+  if (step % static_cast<int64_t>(k) == 0 || step == spec_.steps()) {
+    Checkpoint(store::LeafOfStep(static_cast<uint64_t>(step), k));
+    report.checkpoint = true;
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+store::Digest Runner::Root() const { return options_.store->Root(options_.run); }
+
+Trainer::Trainer(Spec spec, RunnerOptions options) : Runner(std::move(spec), std::move(options), nn::Mode::kLog) {
+  OpenOrResume();
+}
+
+Encoded Trainer::PrepareStep(int64_t, nn::StepLog*) { return {}; }
+
+Encoded Trainer::FinishStep(int64_t, const nn::StepLog& log, Encoded) {
+  Encoded out;
+  out.reserve(log.size());
+  for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));
+  return out;
+}
+
+RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run) {
+  return [store, run](int64_t step) {
+    store->Refresh();
+    auto records = store->GetStepRecords(run, static_cast<uint64_t>(step));
+    if (!records) throw Error("the trainer's run '" + run + "' has no logs for step " + std::to_string(step));
+    return *records;
+  };
+}
+
+Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
+    : Runner(std::move(spec), std::move(options), nn::Mode::kReplay), records_(std::move(records)) {
+  OpenOrResume();
+}
+
+Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
+  Encoded encoded;
+  for (store::LogRecord& r : records_(step)) {
+    nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
+    try {
+      (*log)[key] = precision::DecodeLog(r.value);
+    } catch (const std::exception& e) {
+      throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " + std::to_string(r.call) +
+                  ": " + e.what());
+    }
+    encoded.emplace_back(std::move(key), std::move(r.value));
+  }
+  return encoded;
+}
+
+Encoded Auditor::FinishStep(int64_t, const nn::StepLog&, Encoded prepared) { return prepared; }
+
+std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a, const store::Store& b,
+                                           const std::string& run_b) {
+  const uint64_t n = std::min(a.TreeSize(run_a), b.TreeSize(run_b));
+  for (uint64_t i = 0; i < n; ++i) {
+    auto la = a.GetLeaf(run_a, i), lb = b.GetLeaf(run_b, i);
+    if (!la || !lb || la->leaf != lb->leaf) return i;
+  }
+  return std::nullopt;
+}
+
+}  // namespace vt::train

@@ -1,0 +1,129 @@
+// Trainer and auditor: a run of a spec on a device profile, step by step, writing to a store.
+//
+// The trainer computes every step in the logging mode and commits per step one batch of log
+// records (WriteStep), and per leaf one checkpoint (PutCheckpoint): leaf 0 is the initial
+// state, leaf i the state after step min(i*k, n). A trainer opened on a store that already
+// holds part of its run resumes from the last checkpoint (after Rollback of later steps)
+// and ends with the same root as an uninterrupted run.
+//
+// The auditor replays a trainer's run: for each step it reads the trainer's records (from
+// the trainer's store, or the records the trainer disclosed), applies them at every boundary
+// on its own profile, checks each entry's legitimacy, and commits the same records and its
+// own checkpoints to its own store. Equal states give equal leaves and roots, since the
+// leaves commit to the same logs. Per boundary and step it reports corrections,
+// illegitimate entries and near misses.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/data/dataset.h"
+#include "runtime/nn/context.h"
+#include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/spec.h"
+#include "store/store.h"
+
+namespace vt::train {
+
+struct RunnerOptions {
+  std::shared_ptr<data::Dataset> data;   // must match the spec's data digest
+  std::shared_ptr<store::Store> store;   // this party's own store (writer)
+  std::string run = "run";               // run id in the store. Default: "run".
+  std::string profile = "native";        // device profile for every step. Default: "native".
+  std::string metadata;                  // stored with the run (e.g. JSON). Default: empty.
+};
+
+struct StepReport {
+  int64_t step = 0;
+  double loss = 0.0;
+  int64_t elements = 0;   // values rounded in the step
+  int64_t logged = 0;     // logged (steerable) entries
+  int64_t exact = 0;
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0;  // auditor only
+  int64_t log_bytes = 0;  // encoded record bytes committed for the step
+  bool checkpoint = false;
+  double seconds = 0.0;
+  std::map<std::string, nn::BoundaryStats> boundaries;
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+
+  const Spec& spec() const { return spec_; }
+  int64_t step() const { return step_; }  // last step done (0 = none)
+  bool done() const { return step_ >= spec_.steps(); }
+  // Runs the next step. Throws vt::Error when done or on any failure (the store keeps the
+  // consistent prefix written so far).
+  StepReport Step();
+  // The Merkle root of the leaves stored so far (the committed root once done()).
+  store::Digest Root() const;
+  nn::Model& model() { return *model_; }
+  const std::string& run() const { return options_.run; }
+  store::Store& store() { return *options_.store; }
+  const RunnerOptions& options() const { return options_; }
+  // The current state (model and optimizer) in its canonical encoding, and its digest.
+  std::string StateBytes();
+
+ protected:
+  Runner(Spec spec, RunnerOptions options, nn::Mode mode);
+  // The records for `step`: the trainer's to write, or the ones to replay (filled by the
+  // auditor). Returns the encoded records to commit in the step's batch.
+  virtual std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) = 0;
+  virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+                                                                        std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
+  void OpenOrResume();
+
+  Spec spec_;
+  RunnerOptions options_;
+  nn::Mode mode_;
+  nn::WindowTable windows_;
+  std::shared_ptr<nn::Model> model_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  int64_t step_ = 0;
+
+ private:
+  void Checkpoint(uint64_t leaf);
+  std::vector<std::pair<std::string, at::Tensor*>> State();
+};
+
+class Trainer : public Runner {
+ public:
+  // Creates the run in options.store, or resumes it (its spec must be this spec).
+  Trainer(Spec spec, RunnerOptions options);
+
+ protected:
+  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+                                                                std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
+};
+
+// Where an auditor gets the trainer's records for a step: (boundary, call, encoded bytes).
+using RecordSource = std::function<std::vector<store::LogRecord>(int64_t step)>;
+
+// A source reading from the trainer's store (which may be opened read-only).
+RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run);
+
+class Auditor : public Runner {
+ public:
+  Auditor(Spec spec, RunnerOptions options, RecordSource records);
+
+ protected:
+  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+                                                                std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
+
+ private:
+  RecordSource records_;
+};
+
+// The first leaf index at which two runs' stored leaves differ, or nullopt if every common
+// leaf agrees.
+std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a, const store::Store& b,
+                                           const std::string& run_b);
+
+}  // namespace vt::train

@@ -1,0 +1,284 @@
+#include "runtime/train/spec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "runtime/common/error.h"
+
+namespace vt::train {
+namespace {
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+const std::set<std::string>& ModelKeys(const std::string& type) {
+  static const std::map<std::string, std::set<std::string>> keys = {
+      {"mlp", {"input_shape", "hidden", "classes", "dropout"}},
+      {"resnet", {"depth", "width", "in_channels", "classes"}},
+      {"gpt2", {"layers", "d_model", "heads", "vocab", "context", "dropout"}},
+  };
+  auto it = keys.find(type);
+  if (it == keys.end()) throw Error("spec: model.type must be mlp, resnet or gpt2, got '" + type + "'");
+  return it->second;
+}
+
+const std::set<std::string> kOptimKeys = {"kind", "lr", "momentum", "nesterov", "weight_decay", "beta1",
+                                          "beta2", "eps", "schedule", "warmup", "min_factor"};
+const char* kKinds[] = {"fwd", "bwd", "grad", "update"};
+
+class Reader {
+ public:
+  explicit Reader(const std::map<std::string, std::string>& f) : f_(f) {}
+  const std::string& Str(const std::string& key) const {
+    auto it = f_.find(key);
+    if (it == f_.end()) throw Error("spec: missing field '" + key + "'");
+    return it->second;
+  }
+  bool Has(const std::string& key) const { return f_.count(key) > 0; }
+  double Double(const std::string& key) const {
+    const std::string& s = Str(key);
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end != '\0' || !std::isfinite(v)) throw Error("spec: field '" + key + "' must be a number, got '" + s + "'");
+    return v;
+  }
+  int64_t Int(const std::string& key, int64_t min, int64_t max) const {
+    const std::string& s = Str(key);
+    char* end = nullptr;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || v < min || v > max) {
+      throw Error("spec: field '" + key + "' must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+                  "], got '" + s + "'");
+    }
+    return v;
+  }
+  bool Bool(const std::string& key) const {
+    const std::string& s = Str(key);
+    if (s != "true" && s != "false") throw Error("spec: field '" + key + "' must be true or false, got '" + s + "'");
+    return s == "true";
+  }
+  std::vector<int64_t> Ints(const std::string& key) const {
+    std::vector<int64_t> out;
+    std::stringstream in(Str(key));
+    std::string item;
+    while (std::getline(in, item, ',')) {
+      char* end = nullptr;
+      long long v = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 0) throw Error("spec: field '" + key + "' must be a comma-separated list of sizes");
+      out.push_back(v);
+    }
+    return out;
+  }
+
+ private:
+  const std::map<std::string, std::string>& f_;
+};
+
+void CheckKeys(const std::map<std::string, std::string>& fields) {
+  const std::set<std::string> top = {"version", "seed", "batch", "steps", "checkpoint_every"};
+  auto type = fields.find("model.type");
+  if (type == fields.end()) throw Error("spec: missing field 'model.type'");
+  const auto& model_keys = ModelKeys(type->second);
+  for (const auto& [key, value] : fields) {
+    if (key.empty() || value.find('\n') != std::string::npos || key.find_first_of("=\n") != std::string::npos) {
+      throw Error("spec: field '" + key + "' has a key or value that cannot be encoded (no '=' in keys, no newlines)");
+    }
+    bool ok = top.count(key) > 0;
+    if (key.rfind("model.", 0) == 0) ok = key == "model.type" || model_keys.count(key.substr(6)) > 0;
+    if (key.rfind("data.", 0) == 0) ok = key.size() > 5;
+    if (key.rfind("optim.", 0) == 0) ok = kOptimKeys.count(key.substr(6)) > 0;
+    if (key.rfind("round.", 0) == 0) {
+      const std::string rest = key.substr(6);
+      ok = rest == "bits";
+      for (const char* kind : kKinds) {
+        ok = ok || rest == std::string(kind) + ".band" || rest == std::string(kind) + ".alpha";
+      }
+      if (rest.rfind("boundary.", 0) == 0) {
+        ok = (rest.size() > 14 && (rest.compare(rest.size() - 5, 5, ".band") == 0 || rest.compare(rest.size() - 6, 6, ".alpha") == 0));
+      }
+    }
+    if (!ok) {
+      std::string valid;
+      for (const auto& m : model_keys) valid += "model." + m + ", ";
+      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, model.type, " +
+                  valid + "data.*, optim.*, round.bits, round.<fwd|bwd|grad|update>.<band|alpha>, round.boundary.<name>.<band|alpha>)");
+    }
+  }
+}
+
+}  // namespace
+
+Spec Spec::FromFields(std::map<std::string, std::string> fields) {
+  fields.emplace("version", kSpecVersion);
+  if (fields["version"] != kSpecVersion) throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " + kSpecVersion + ")");
+  CheckKeys(fields);
+  Spec spec;
+  spec.fields_ = std::move(fields);
+  // Every typed accessor validates its field; building the model and optimizer validates the rest.
+  Reader r(spec.fields_);
+  spec.batch();
+  spec.steps();
+  spec.seed();
+  spec.checkpoint_every();
+  for (const char* key : {"data.kind", "data.name", "data.digest"}) r.Str(key);
+  spec.Optimizer().Validate();
+  spec.Windows().Validate();
+  spec.BuildModel();
+  return spec;
+}
+
+Spec Spec::Parse(std::string_view canonical) {
+  std::map<std::string, std::string> fields;
+  size_t pos = 0;
+  int line = 0;
+  std::string previous;
+  while (pos < canonical.size()) {
+    ++line;
+    size_t end = canonical.find('\n', pos);
+    if (end == std::string_view::npos) throw Error("spec: line " + std::to_string(line) + " does not end with a newline");
+    std::string_view text = canonical.substr(pos, end - pos);
+    size_t eq = text.find('=');
+    if (eq == std::string_view::npos || eq == 0) throw Error("spec: line " + std::to_string(line) + " is not key=value");
+    std::string key(text.substr(0, eq));
+    if (!previous.empty() && key <= previous) throw Error("spec: keys are not sorted and unique at line " + std::to_string(line));
+    fields[key] = std::string(text.substr(eq + 1));
+    previous = key;
+    pos = end + 1;
+  }
+  return FromFields(std::move(fields));
+}
+
+std::map<std::string, std::string> Spec::Fields(const nn::Model& model, const data::Dataset& data,
+                                                const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
+                                                int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every) {
+  std::map<std::string, std::string> f;
+  f["version"] = kSpecVersion;
+  f["seed"] = std::to_string(seed);
+  f["batch"] = std::to_string(batch);
+  f["steps"] = std::to_string(steps);
+  f["checkpoint_every"] = std::to_string(checkpoint_every);
+  f["model.type"] = model.type();
+  for (const auto& [k, v] : model.config()) f["model." + k] = v;
+  const std::string name = data.name();
+  f["data.kind"] = name.substr(0, name.find(':'));
+  f["data.name"] = name;
+  f["data.digest"] = data.digest();
+  for (const auto& [k, v] : data.settings()) f["data." + k] = v;
+  for (const auto& [k, v] : optim.Canonical()) f["optim." + k] = v;
+  f["round.bits"] = std::to_string(windows.bits);
+  for (int k = 0; k < 4; ++k) {
+    f[std::string("round.") + kKinds[k] + ".band"] = Num(windows.by_kind[k].band);
+    f[std::string("round.") + kKinds[k] + ".alpha"] = Num(windows.by_kind[k].alpha);
+  }
+  for (const auto& [boundary, w] : windows.by_boundary) {
+    f["round.boundary." + boundary + ".band"] = Num(w.band);
+    f["round.boundary." + boundary + ".alpha"] = Num(w.alpha);
+  }
+  return f;
+}
+
+std::string Spec::Canonical() const {
+  std::string out;
+  for (const auto& [k, v] : fields_) out += k + "=" + v + "\n";
+  return out;
+}
+
+store::Digest Spec::Hash() const { return store::Sha256Of(Canonical()); }
+std::string Spec::HashHex() const { return store::ToHex(Hash()); }
+
+int64_t Spec::batch() const { return Reader(fields_).Int("batch", 1, int64_t{1} << 24); }
+int64_t Spec::steps() const { return Reader(fields_).Int("steps", 0, int64_t{1} << 40); }
+uint64_t Spec::seed() const { return static_cast<uint64_t>(Reader(fields_).Int("seed", 0, INT64_MAX)); }
+int64_t Spec::checkpoint_every() const { return Reader(fields_).Int("checkpoint_every", 1, int64_t{1} << 40); }
+
+std::shared_ptr<nn::Model> Spec::BuildModel() const {
+  Reader r(fields_);
+  const std::string& type = r.Str("model.type");
+  if (type == "mlp") {
+    nn::MlpConfig c;
+    c.input_shape = r.Ints("model.input_shape");
+    c.hidden = r.Has("model.hidden") && !r.Str("model.hidden").empty() ? r.Ints("model.hidden") : std::vector<int64_t>{};
+    c.classes = r.Int("model.classes", 2, 1 << 24);
+    c.dropout = r.Double("model.dropout");
+    return nn::MakeMlp(c, seed());
+  }
+  if (type == "resnet") {
+    nn::ResNetConfig c;
+    c.depth = static_cast<int>(r.Int("model.depth", 1, 1000));
+    c.width = r.Int("model.width", 1, 1 << 16);
+    c.in_channels = r.Int("model.in_channels", 1, 3);
+    c.classes = r.Int("model.classes", 2, 1 << 24);
+    return nn::MakeResNet(c, seed());
+  }
+  nn::Gpt2Config c;
+  c.layers = r.Int("model.layers", 1, 1024);
+  c.d_model = r.Int("model.d_model", 1, 1 << 16);
+  c.heads = r.Int("model.heads", 1, 1024);
+  c.vocab = r.Int("model.vocab", 2, 1 << 24);
+  c.context = r.Int("model.context", 1, 1 << 20);
+  c.dropout = r.Double("model.dropout");
+  return nn::MakeGpt2(c, seed());
+}
+
+optim::OptimizerConfig Spec::Optimizer() const {
+  Reader r(fields_);
+  optim::OptimizerConfig c;
+  c.kind = r.Str("optim.kind");
+  c.lr = r.Double("optim.lr");
+  c.weight_decay = r.Double("optim.weight_decay");
+  c.schedule.kind = r.Str("optim.schedule");
+  c.schedule.warmup = r.Int("optim.warmup", 0, int64_t{1} << 40);
+  c.schedule.min_factor = r.Double("optim.min_factor");
+  c.schedule.total = steps();
+  if (c.kind == "sgd") {
+    c.momentum = r.Double("optim.momentum");
+    c.nesterov = r.Bool("optim.nesterov");
+  } else {
+    c.beta1 = r.Double("optim.beta1");
+    c.beta2 = r.Double("optim.beta2");
+    c.eps = r.Double("optim.eps");
+  }
+  return c;
+}
+
+nn::WindowTable Spec::Windows() const {
+  Reader r(fields_);
+  nn::WindowTable w;
+  w.bits = static_cast<int>(r.Int("round.bits", 10, 32));
+  for (int k = 0; k < 4; ++k) {
+    w.by_kind[k].band = r.Double(std::string("round.") + kKinds[k] + ".band");
+    w.by_kind[k].alpha = r.Double(std::string("round.") + kKinds[k] + ".alpha");
+  }
+  const std::string prefix = "round.boundary.";
+  for (const auto& [key, value] : fields_) {
+    if (key.rfind(prefix, 0) != 0) continue;
+    const size_t dot = key.rfind('.');
+    const std::string boundary = key.substr(prefix.size(), dot - prefix.size());
+    const std::string field = key.substr(dot + 1);
+    nn::Window& win = w.by_boundary[boundary];
+    (field == "band" ? win.band : win.alpha) = r.Double(key);
+  }
+  return w;
+}
+
+void Spec::CheckData(const data::Dataset& data) const {
+  Reader r(fields_);
+  if (data.digest() != r.Str("data.digest")) {
+    throw Error("data set '" + data.name() + "' has digest " + data.digest() + ", the spec requires " +
+                r.Str("data.digest") + " (" + r.Str("data.name") + ")");
+  }
+  for (const auto& [k, v] : data.settings()) {
+    const std::string key = "data." + k;
+    if (!r.Has(key) || r.Str(key) != v) {
+      throw Error("data set setting '" + k + "' is '" + v + "', the spec has '" + (r.Has(key) ? r.Str(key) : "(none)") + "'");
+    }
+  }
+}
+
+}  // namespace vt::train

@@ -1,0 +1,71 @@
+// The spec of a run: everything that determines it (PROTOCOL.md, "Objects"), as a sorted
+// map of dotted keys to string values with a canonical byte encoding and its SHA-256
+// (spec_hash). Readable on purpose: `key=value` lines sorted by key, e.g.
+//
+//   batch=8
+//   checkpoint_every=10
+//   data.digest=808cd3b6...
+//   data.kind=text
+//   model.type=gpt2
+//   ...
+//
+// Known keys (anything else is an error naming the key and the valid ones):
+//   version, seed, batch, steps, checkpoint_every,
+//   model.type (mlp|resnet|gpt2) and that model's fields (model.layers, ...),
+//   data.kind, data.name, data.digest, data.<setting> (the data set's settings()),
+//   optim.<field> (OptimizerConfig::Canonical()),
+//   round.bits, round.<kind>.band, round.<kind>.alpha (kind: fwd, bwd, grad, update),
+//   round.boundary.<boundary name>.band / .alpha (per-boundary windows from calibration).
+// Paths are not part of a spec (they differ between machines); the data digest is.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "runtime/data/dataset.h"
+#include "runtime/nn/context.h"
+#include "runtime/nn/models.h"
+#include "runtime/optim/optimizer.h"
+#include "store/sha256.h"
+
+namespace vt::train {
+
+constexpr const char* kSpecVersion = "1";
+
+class Spec {
+ public:
+  // Validates every field (known keys, types, ranges, the model's and optimizer's own
+  // checks) and throws vt::Error naming the first bad one.
+  static Spec FromFields(std::map<std::string, std::string> fields);
+  // Parses the canonical encoding (then validates as FromFields).
+  static Spec Parse(std::string_view canonical);
+
+  // Builds the fields of a spec from its parts.
+  static std::map<std::string, std::string> Fields(const nn::Model& model, const data::Dataset& data,
+                                                   const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
+                                                   int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every);
+
+  const std::map<std::string, std::string>& fields() const { return fields_; }
+  std::string Canonical() const;
+  store::Digest Hash() const;
+  std::string HashHex() const;
+
+  int64_t batch() const;
+  int64_t steps() const;
+  uint64_t seed() const;
+  int64_t checkpoint_every() const;
+
+  // A fresh model initialised from the spec's seed.
+  std::shared_ptr<nn::Model> BuildModel() const;
+  optim::OptimizerConfig Optimizer() const;
+  nn::WindowTable Windows() const;
+  // Throws vt::Error unless `data` is the spec's data set (digest, name and settings).
+  void CheckData(const data::Dataset& data) const;
+
+ private:
+  std::map<std::string, std::string> fields_;
+};
+
+}  // namespace vt::train

@@ -1,0 +1,134 @@
+// Trainer and auditor with their stores: equal roots across profiles, resume after a crash,
+// and tampering caught at the right leaf.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include "runtime/common/error.h"
+#include "runtime/data/sources.h"
+#include "runtime/precision/codec.h"
+#include "runtime/train/runner.h"
+#include "store/sha256.h"
+#include "tests/support/subprocess.h"
+
+using Catch::Matchers::Contains;
+using vt::train::Auditor;
+using vt::train::RunnerOptions;
+using vt::train::Spec;
+using vt::train::Trainer;
+
+namespace {
+
+std::shared_ptr<vt::data::Dataset> Data(uint64_t seed = 5) {
+  vt::data::SyntheticOptions o;
+  o.size = 300;
+  o.input_shape = {24};
+  o.classes = 5;
+  o.seed = seed;
+  return vt::data::Synthetic(o);
+}
+
+Spec MakeSpec(int64_t steps, int64_t k, double lr = 0.05) {
+  vt::nn::MlpConfig mc;
+  mc.input_shape = {24};
+  mc.hidden = {32};
+  mc.classes = 5;
+  auto model = vt::nn::MakeMlp(mc, 1);
+  vt::optim::OptimizerConfig oc;
+  oc.lr = lr;
+  oc.momentum = 0.9;
+  vt::nn::WindowTable windows;
+  return Spec::FromFields(Spec::Fields(*model, *Data(), oc, windows, 16, steps, 1, k));
+}
+
+RunnerOptions Options(const std::string& dir, const std::string& profile, std::shared_ptr<vt::data::Dataset> data = Data()) {
+  RunnerOptions o;
+  o.data = data;
+  o.store = vt::store::Store::Open(dir);
+  o.profile = profile;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("an auditor on another profile ends with the trainer's root", "[runner]") {
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(23, 5);
+  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
+  int64_t logged = 0;
+  while (!trainer.done()) logged += trainer.Step().logged;
+  CHECK(logged > 0);
+  CHECK(trainer.store().TreeSize("run") == 6);  // leaves 0, 5, 10, 15, 20, 23
+  Auditor auditor(spec, Options(dir.path() + "/a", "splitk4"), vt::train::StoreRecords(trainer.options().store, "run"));
+  int64_t illegitimate = 0;
+  while (!auditor.done()) illegitimate += auditor.Step().illegitimate;
+  CHECK(illegitimate == 0);
+  CHECK(auditor.Root() == trainer.Root());
+  for (uint64_t i = 0; i < 3; ++i) {
+    auto a = trainer.store().GetLeaf("run", i), b = auditor.store().GetLeaf("run", i);
+    INFO("leaf " << i << " state " << vt::store::ToHex(a->state_digest) << " vs " << vt::store::ToHex(b->state_digest)
+         << " log " << vt::store::ToHex(a->log_digest) << " vs " << vt::store::ToHex(b->log_digest));
+    CHECK(a->leaf == b->leaf);
+  }
+  CHECK_FALSE(vt::train::FirstDifferingLeaf(trainer.store(), "run", auditor.store(), "run").has_value());
+}
+
+TEST_CASE("a trainer resumed after losing its process ends with the same root", "[runner]") {
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(17, 4);
+  vt::store::Digest straight;
+  {
+    Trainer t(spec, Options(dir.path() + "/straight", "native"));
+    while (!t.done()) t.Step();
+    straight = t.Root();
+  }
+  {
+    Trainer t(spec, Options(dir.path() + "/crashy", "native"));
+    for (int i = 0; i < 10; ++i) t.Step();  // steps 9 and 10 are after the last checkpoint (8)
+  }
+  {
+    Trainer resumed(spec, Options(dir.path() + "/crashy", "native"));
+    CHECK(resumed.step() == 8);
+    while (!resumed.done()) resumed.Step();
+    CHECK(resumed.Root() == straight);
+  }
+  // Another spec on the same run id is refused.
+  CHECK_THROWS_WITH(Trainer(MakeSpec(17, 4, 0.01), Options(dir.path() + "/crashy", "native")), Contains("another spec"));
+}
+
+TEST_CASE("a flipped logged direction or a changed label shows at the right leaf", "[runner]") {
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(12, 3);
+  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
+  while (!trainer.done()) trainer.Step();
+  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+
+  // The trainer's logs of step 7 with directions forced onto two unlogged values of the
+  // first layer's output, far from any midpoint: one DOWN, one UP, so at least one of them
+  // moves its value off the honest rounding.
+  auto flipped = [&](int64_t step) {
+    auto records = source(step);
+    if (step != 7) return records;
+    for (auto& r : records) {
+      if (r.boundary != "fc0:fwd") continue;
+      vt::precision::LogRecord rec = vt::precision::DecodeLog(r.value);
+      std::vector<uint8_t> states(rec.states(), rec.states() + rec.size());
+      int forced = 0;
+      for (auto& s : states) {
+        if (s == 0 && forced < 2) s = forced++ == 0 ? 1 : 2;
+      }
+      r.value = vt::precision::EncodeLog(vt::precision::LogRecord::FromStates(states, rec.exact()));
+    }
+    return records;
+  };
+  Auditor liar(spec, Options(dir.path() + "/a1", "splitk4"), flipped);
+  int64_t illegitimate = 0;
+  while (!liar.done()) illegitimate += liar.Step().illegitimate;
+  CHECK(illegitimate >= 1);
+  // The auditor copied the flipped direction, so its state differs from leaf 3 (steps 7-9) on.
+  auto first = vt::train::FirstDifferingLeaf(trainer.store(), "run", liar.store(), "run");
+  REQUIRE(first.has_value());
+  CHECK(*first == 3);
+
+  // A data set with one label changed is a different data set: the spec check refuses it.
+  CHECK_THROWS_WITH(Auditor(spec, Options(dir.path() + "/a2", "splitk4", Data(6)), source), Contains("digest"));
+}
