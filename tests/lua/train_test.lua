@@ -1,0 +1,81 @@
+-- vt.spec, vt.trainer, vt.auditor from Lua: equal roots across profiles, specs, errors.
+local T = require "vt.test"
+local s = T.suite("train")
+
+local dir = os.tmpname() .. ".train"
+os.execute("rm -rf " .. dir .. " && mkdir -p " .. dir)
+local data = vt.data.synthetic{size = 256, input_shape = {20}, classes = 4, seed = 2}
+
+local function make_spec(overrides)
+  local o = {
+    model = vt.models.mlp{input_shape = {20}, hidden = {16}, classes = 4},
+    data = data, optim = vt.optim.sgd{lr = 0.1, momentum = 0.9},
+    batch = 16, steps = 12, seed = 3, checkpoint_every = 5,
+  }
+  for k, v in pairs(overrides or {}) do o[k] = v end
+  return vt.spec(o)
+end
+
+s:test("a spec is canonical, hashed and parses back", function()
+  local spec = make_spec()
+  T.assert_eq(#spec:hash(), 64)
+  T.assert_eq(spec:get("model.type"), "mlp")
+  T.assert_eq(spec:get("round.fwd.band"), "0.25")
+  T.assert_eq(spec:get("data.digest"), data:digest())
+  local again = vt.spec.parse(spec:canonical())
+  T.assert_eq(again:hash(), spec:hash())
+  T.assert_true(spec:canonical():find("batch=16\n", 1, true) ~= nil)
+  T.assert_ne(make_spec{seed = 4}:hash(), spec:hash())
+  T.assert_eq(make_spec{round = {bits = 26, band = 0, alpha = 1e-12}}:get("round.bits"), "26")
+  T.assert_true(tostring(spec):find("vt.Spec(mlp on synthetic", 1, true) ~= nil)
+end)
+
+s:test("spec errors name the field", function()
+  T.assert_error(function() return make_spec{stepz = 3} end, "unknown option 'stepz'", true)
+  T.assert_error(function() return make_spec{batch = 0} end, "field 'batch' must be an integer in [1", true)
+  T.assert_error(function() return make_spec{optim = vt.optim.sgd{lr = -1}} end, "lr must be a finite number > 0", true)
+  T.assert_error(function() return make_spec{round = {bits = 40}} end, "round.bits", true)
+  T.assert_error(function() return make_spec{round = {band = 0.7}} end, "band", true)
+  T.assert_error(function() return vt.models.mlp{hiden = {3}} end, "unknown option 'hiden'", true)
+  T.assert_error(function() return vt.spec.parse("batch=1\n") end, "missing field 'model.type'", true)
+  T.assert_error(function() return vt.spec.parse("b=1\na=2\n") end, "not sorted", true)
+end)
+
+s:test("trainer and auditor on different profiles end with equal roots", function()
+  local spec = make_spec()
+  local trainer = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t1"), profile = "blocked"}
+  local seen = 0
+  for step, report in trainer:steps() do
+    seen = seen + 1
+    T.assert_eq(step, seen)
+    T.assert_true(report.elements > 0 and report.logged > 0 and report.log_bytes > 0)
+    T.assert_true(report.boundaries["fc0:fwd"] ~= nil and report.boundaries["fc1.weight:update"] ~= nil)
+  end
+  T.assert_eq(seen, 12)
+  T.assert_true(trainer:done())
+  local auditor = vt.auditor{spec = spec, data = data, logs = trainer, profile = "splitk4",
+                             store = vt.store.open(dir .. "/a1")}
+  local r = auditor:run{progress = false}
+  T.assert_eq(r.illegitimate, 0)
+  T.assert_eq(r.root, trainer:root())
+  T.assert_eq(vt.train.first_differing_leaf(trainer:store(), "run", auditor:store(), "run"), nil)
+  local a, b = trainer:state(), auditor:state()
+  for name, t in pairs(a) do T.assert_true(t:equal(b[name]), name) end
+end)
+
+s:test("runner errors", function()
+  local spec = make_spec()
+  local st = vt.store.open(dir .. "/t2")
+  T.assert_error(function() return vt.trainer{spec = spec, data = data, store = st, profile = "warp9"} end,
+                 "unknown profile 'warp9'", true)
+  T.assert_error(function() return vt.trainer{spec = spec, store = st} end, "option 'data' is required", true)
+  local other = vt.data.synthetic{size = 256, input_shape = {20}, classes = 4, seed = 9}
+  T.assert_error(function() return vt.trainer{spec = spec, data = other, store = st} end, "the spec requires", true)
+  local t = vt.trainer{spec = spec, data = data, store = st}
+  t:run{progress = false}
+  T.assert_error(function() return t:step() end, "is complete", true)
+end)
+
+local _, failed = T.run({exit = false})
+os.execute("rm -rf " .. dir)
+os.exit(failed == 0 and 0 or 1)
