@@ -63,6 +63,7 @@ int OpenVtCore(lua_State* L) {
   OpenProfiles(L);
   OpenData(L);
   OpenTrain(L);
+  OpenSafetensors(L);
   return 1;
 }
 

@@ -15,6 +15,7 @@
 #include "bindings/module.h"
 #include "bindings/tensor.h"
 #include "runtime/common/error.h"
+#include "runtime/tensor/safetensors.h"
 #include "runtime/train/runner.h"
 #include "store/store.h"
 
@@ -509,6 +510,21 @@ int RunnerState(lua_State* L) {
   });
 }
 
+// runner:export(path): the current state as FP32 safetensors, with the run's identity as
+// metadata (spec_hash, run, step, profile).
+int RunnerExport(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  std::string path = CheckString(L, 2);
+  return Protect(L, "vt.runner.export", [&] {
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    for (auto& [name, t] : r->model().NamedState()) tensors.emplace_back(name, t->detach().to(at::kFloat));
+    SaveSafetensors(path, tensors,
+                    {{"spec_hash", r->spec().HashHex()}, {"run", r->run()}, {"step", std::to_string(r->step())},
+                     {"profile", r->options().profile}, {"format", "vtrun"}});
+    return 0;
+  });
+}
+
 int RunnerToString(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   lua_pushfstring(L, "vt.Runner(run '%s' on profile %s: step %d of %d)", r->run().c_str(), r->options().profile.c_str(),
@@ -545,7 +561,7 @@ void OpenTrain(lua_State* L) {
   const luaL_Reg runner_methods[] = {
       {"step", RunnerStep},   {"steps", RunnerSteps}, {"run", RunnerRun},       {"root", RunnerRoot},
       {"done", RunnerDone},   {"step_count", RunnerStepCount}, {"spec", RunnerSpec}, {"store", RunnerStore},
-      {"run_id", RunnerRunId}, {"state", RunnerState}, {nullptr, nullptr},
+      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {nullptr, nullptr},
   };
   const luaL_Reg runner_meta[] = {{"__gc", DestroyUserdata<RunnerPtr>}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
   RegisterClass(L, kRunnerMeta, runner_methods, runner_meta);

@@ -19,6 +19,7 @@ PACKAGES=(
   dataset-fashion-mnist                     # Fashion-MNIST (IDX, gzip)
   libssl-dev                                # SHA-256 through OpenSSL's EVP API
   librandom123-dev                          # Philox counter-based RNG
+  nlohmann-json3-dev                        # safetensors headers
   libreadline-dev                           # the REPL
   libopenblas0-openmp libblis4-openmp libblas3  # BLAS variants (device profiles)
   catch2                                    # C++ unit tests

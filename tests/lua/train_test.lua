@@ -63,6 +63,29 @@ s:test("trainer and auditor on different profiles end with equal roots", functio
   for name, t in pairs(a) do T.assert_true(t:equal(b[name]), name) end
 end)
 
+s:test("state exports to safetensors and loads back bit for bit", function()
+  local spec = make_spec{steps = 3}
+  local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t3")}
+  t:run{progress = false}
+  local path = dir .. "/weights.safetensors"
+  t:export(path)
+  local tensors, meta = vt.safetensors.load(path)
+  T.assert_eq(meta.spec_hash, spec:hash())
+  T.assert_eq(meta.step, "3")
+  for name, value in pairs(t:state()) do
+    T.assert_eq(tensors[name]:dtype(), "float32")
+    T.assert_true(tensors[name]:double():equal(value), name)
+  end
+  vt.safetensors.save(path, {b = vt.tensor{1, 2}, a = vt.tensor({{true}})}, {note = "x"})
+  local back, m = vt.safetensors.load(path)
+  T.assert_eq(back.b, vt.tensor{1, 2})
+  T.assert_eq(m.note, "x")
+  local f = io.open(path, "wb")
+  f:write("\255\255\255\255\0\0\0\0{}")
+  f:close()
+  T.assert_error(function() return vt.safetensors.load(path) end, "header length", true)
+end)
+
 s:test("runner errors", function()
   local spec = make_spec()
   local st = vt.store.open(dir .. "/t2")

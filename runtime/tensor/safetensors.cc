@@ -1,0 +1,134 @@
+#include "runtime/tensor/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/common/error.h"
+
+namespace vt {
+namespace {
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
+
+struct Code {
+  at::ScalarType type;
+  const char* name;
+};
+constexpr Code kCodes[] = {{at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"}, {at::kLong, "I64"},
+                           {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},  {at::kByte, "U8"},
+                           {at::kBool, "BOOL"}};
+
+const char* CodeOf(at::ScalarType t) {
+  for (const auto& c : kCodes) {
+    if (c.type == t) return c.name;
+  }
+  throw Error(std::string("safetensors: dtype ") + c10::toString(t) + " is not supported");
+}
+
+}  // namespace
+
+void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+                     const std::map<std::string, std::string>& metadata) {
+  std::vector<std::pair<std::string, at::Tensor>> sorted;
+  for (const auto& [name, t] : tensors) sorted.emplace_back(name, t.detach().to(at::kCPU).contiguous());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const auto& [name, t] = sorted[i];
+    if (i > 0 && name == sorted[i - 1].first) throw Error("safetensors: duplicate tensor name '" + name + "'");
+    if (name == "__metadata__") throw Error("safetensors: '__metadata__' is not a valid tensor name");
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", CodeOf(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // align the data to 8 bytes, as the reference does
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw Error("cannot open '" + path + "' for writing: " + std::strerror(errno));
+  uint64_t n = json.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  f.write(reinterpret_cast<const char*>(len), 8);
+  f.write(json.data(), static_cast<std::streamsize>(json.size()));
+  for (const auto& [name, t] : sorted) {
+    f.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+  }
+  f.close();
+  if (!f) throw Error("failed writing '" + path + "'");
+}
+
+SafetensorsFile LoadSafetensors(const std::string& path) {
+  const std::string what = "safetensors file '" + path + "'";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::ostringstream buffer;
+  buffer << f.rdbuf();
+  const std::string bytes = buffer.str();
+  if (bytes.size() < 8) throw Error(what + ": shorter than its 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  if (n > kMaxHeader || n > bytes.size() - 8) throw Error(what + ": header length " + std::to_string(n) + " is out of range");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(what + ": header is not valid JSON (" + e.what() + ")");
+  }
+  if (!header.is_object()) throw Error(what + ": header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+  SafetensorsFile out;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw Error(what + ": __metadata__ must be an object of strings");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) throw Error(what + ": metadata '" + m.key() + "' is not a string");
+        out.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const std::string name = it.key();
+    try {
+      const std::string dtype = it->at("dtype").get<std::string>();
+      const std::vector<int64_t> shape = it->at("shape").get<std::vector<int64_t>>();
+      const std::vector<uint64_t> offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
+      const Code* code = nullptr;
+      for (const auto& c : kCodes) {
+        if (dtype == c.name) code = &c;
+      }
+      if (code == nullptr) throw Error("unsupported dtype '" + dtype + "'");
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) throw Error("data_offsets out of range");
+      at::Tensor t = at::empty(shape, at::TensorOptions().dtype(code->type));
+      const uint64_t need = static_cast<uint64_t>(t.numel()) * t.element_size();
+      if (offsets[1] - offsets[0] != need) {
+        throw Error("shape needs " + std::to_string(need) + " bytes, data_offsets give " + std::to_string(offsets[1] - offsets[0]));
+      }
+      if (need > 0) std::memcpy(t.data_ptr(), data + offsets[0], need);
+      ranges.emplace_back(offsets[0], offsets[1]);
+      out.tensors.emplace_back(name, t);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(what + ": tensor '" + name + "': malformed entry (" + e.what() + ")");
+    } catch (const Error& e) {
+      throw Error(what + ": tensor '" + name + "': " + e.what());
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t expect = 0;
+  for (const auto& [b, e] : ranges) {
+    if (b != expect) throw Error(what + ": tensor data is not contiguous (gap or overlap at byte " + std::to_string(b) + ")");
+    expect = e;
+  }
+  if (expect != data_size) throw Error(what + ": " + std::to_string(data_size - expect) + " trailing bytes after the tensors");
+  return out;
+}
+
+}  // namespace vt
