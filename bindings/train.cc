@@ -289,7 +289,7 @@ int SpecToString(lua_State* L) {
 RunnerPtr& CheckRunner(lua_State* L, int idx) { return CheckUserdata<RunnerPtr>(L, idx, kRunnerMeta, "vt.Runner"); }
 
 // Reads the options shared by trainers and auditors (table at 1).
-train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* spec) {
+train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* spec, bool store_required = true) {
   lua_getfield(L, 1, "spec");
   SpecPtr* s = static_cast<SpecPtr*>(luaL_testudata(L, -1, kSpecMeta));
   if (s == nullptr) Fail(L, api, "option 'spec' is required: a vt.Spec");
@@ -303,8 +303,8 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   lua_pop(L, 1);
   lua_getfield(L, 1, "store");
   StorePtr* st = static_cast<StorePtr*>(luaL_testudata(L, -1, kStoreMeta));
-  if (st == nullptr) Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
-  o.store = *st;
+  if (st != nullptr) o.store = *st;
+  else if (store_required) Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
   lua_pop(L, 1);
   o.run = OptString(L, 1, api, "run").value_or(o.run);
   o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
@@ -315,11 +315,18 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
 int TrainerNew(lua_State* L) {
   const char* api = "vt.trainer";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode"});
+  std::string mode_name = OptString(L, 1, api, "mode").value_or("log");
+  nn::Mode mode = nn::Mode::kLog;
+  Protect(L, api, [&] {
+    mode = nn::ParseMode(mode_name);
+    if (mode == nn::Mode::kReplay) throw Error("mode 'replay' is the auditor's; use vt.auditor");
+    return 0;
+  });
   SpecPtr spec;
-  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec);
+  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, mode == nn::Mode::kLog);
   return Protect(L, api, [&] {
-    PushUserdata<RunnerPtr>(L, std::make_shared<train::Trainer>(*spec, o), kRunnerMeta);
+    PushUserdata<RunnerPtr>(L, std::make_shared<train::Trainer>(*spec, o, mode), kRunnerMeta);
     return 1;
   });
 }
@@ -455,8 +462,10 @@ int RunnerRun(lua_State* L) {
     total.loss = loss;
     total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     PushReport(L, total, false);
-    lua_pushstring(L, store::ToHex(r->Root()).c_str());
-    lua_setfield(L, -2, "root");
+    if (r->options().store) {
+      lua_pushstring(L, store::ToHex(r->Root()).c_str());
+      lua_setfield(L, -2, "root");
+    }
     lua_pushnumber(L, static_cast<lua_Number>(steps));
     lua_setfield(L, -2, "steps_run");
     return 1;

@@ -30,11 +30,13 @@ std::vector<store::LogRecordView> Views(const Encoded& records) {
 Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
     : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
   if (!options_.data) throw Error("a data set is required");
-  if (!options_.store) throw Error("a store is required");
+  const bool plain = mode == nn::Mode::kFp32 || mode == nn::Mode::kFp64 || mode == nn::Mode::kRounded;
+  if (!options_.store && !plain) throw Error("a store is required");
   spec_.CheckData(*options_.data);
   FindProfile(options_.profile);  // fail early on a bad name
   windows_ = spec_.Windows();
   model_ = spec_.BuildModel();
+  if (mode == nn::Mode::kFp32) model_->To(at::kFloat);
   optimizer_ = std::make_unique<optim::Optimizer>(spec_.Optimizer());
   optimizer_->InitState(model_->NamedParameters());
 }
@@ -100,8 +102,12 @@ StepReport Runner::Step() {
     report.near_misses += s.near_misses;
   }
   for (const auto& [key, bytes] : records) report.log_bytes += static_cast<int64_t>(bytes.size());
-  options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
   step_ = step;
+  if (!options_.store) {
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
+  options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
   const uint64_t k = static_cast<uint64_t>(spec_.checkpoint_every());
   if (step % static_cast<int64_t>(k) == 0 || step == spec_.steps()) {
     Checkpoint(store::LeafOfStep(static_cast<uint64_t>(step), k));
@@ -111,15 +117,24 @@ StepReport Runner::Step() {
   return report;
 }
 
-store::Digest Runner::Root() const { return options_.store->Root(options_.run); }
+store::Digest Runner::Root() const {
+  if (!options_.store) throw Error("a " + nn::ModeName(mode_) + " runner keeps no store and has no root");
+  return options_.store->Root(options_.run);
+}
 
-Trainer::Trainer(Spec spec, RunnerOptions options) : Runner(std::move(spec), std::move(options), nn::Mode::kLog) {
-  OpenOrResume();
+Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode) : Runner(std::move(spec), std::move(options), mode) {
+  if (mode == nn::Mode::kReplay) throw Error("a trainer cannot replay; use an auditor");
+  if (mode == nn::Mode::kLog) {
+    OpenOrResume();
+  } else {
+    options_.store = nullptr;  // plain runs commit nothing
+  }
 }
 
 Encoded Trainer::PrepareStep(int64_t, nn::StepLog*) { return {}; }
 
 Encoded Trainer::FinishStep(int64_t, const nn::StepLog& log, Encoded) {
+  if (mode_ != nn::Mode::kLog) return {};
   Encoded out;
   out.reserve(log.size());
   for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));

@@ -60,7 +60,8 @@ class Runner {
   // Runs the next step. Throws vt::Error when done or on any failure (the store keeps the
   // consistent prefix written so far).
   StepReport Step();
-  // The Merkle root of the leaves stored so far (the committed root once done()).
+  // The Merkle root of the leaves stored so far (the committed root once done()). Throws
+  // vt::Error for a runner without a store.
   store::Digest Root() const;
   nn::Model& model() { return *model_; }
   const std::string& run() const { return options_.run; }
@@ -94,7 +95,9 @@ class Runner {
 class Trainer : public Runner {
  public:
   // Creates the run in options.store, or resumes it (its spec must be this spec).
-  Trainer(Spec spec, RunnerOptions options);
+  // `mode` kLog is the verifiable trainer. The other modes (kFp32, kFp64, kRounded) exist for
+  // experiments and benchmarks: they need no store and commit nothing.
+  Trainer(Spec spec, RunnerOptions options, nn::Mode mode = nn::Mode::kLog);
 
  protected:
   std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
