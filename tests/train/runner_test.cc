@@ -27,7 +27,7 @@ std::shared_ptr<vt::data::Dataset> Data(uint64_t seed = 5) {
   return vt::data::Synthetic(o);
 }
 
-Spec MakeSpec(int64_t steps, int64_t k, double lr = 0.05) {
+Spec MakeSpec(int64_t steps, int64_t k, double lr = 0.05, double band = 0.25) {
   vt::nn::MlpConfig mc;
   mc.input_shape = {24};
   mc.hidden = {32};
@@ -37,6 +37,7 @@ Spec MakeSpec(int64_t steps, int64_t k, double lr = 0.05) {
   oc.lr = lr;
   oc.momentum = 0.9;
   vt::nn::WindowTable windows;
+  for (auto& w : windows.by_kind) w.band = band;
   return Spec::FromFields(Spec::Fields(*model, *Data(), oc, windows, 16, steps, 1, k));
 }
 
@@ -97,14 +98,16 @@ TEST_CASE("a trainer resumed after losing its process ends with the same root", 
 
 TEST_CASE("a flipped logged direction or a changed label shows at the right leaf", "[runner]") {
   vt::testing::TempDir dir;
-  Spec spec = MakeSpec(12, 3);
+  // A narrow window (band 0.1): in paper mode (0.25) every value lies within 2w of its
+  // midpoint, so a forced direction could never be told from an honest one.
+  Spec spec = MakeSpec(12, 3, 0.05, 0.1);
   Trainer trainer(spec, Options(dir.path() + "/t", "native"));
   while (!trainer.done()) trainer.Step();
   auto source = vt::train::StoreRecords(trainer.options().store, "run");
 
-  // The trainer's logs of step 7 with directions forced onto two unlogged values of the
-  // first layer's output, far from any midpoint: one DOWN, one UP, so at least one of them
-  // moves its value off the honest rounding.
+  // The trainer's logs of step 7 with directions forced onto eight unlogged values of the
+  // first layer's output, alternately DOWN and UP, so that some move off the honest rounding
+  // and some lie far (> 2w) from their midpoints.
   auto flipped = [&](int64_t step) {
     auto records = source(step);
     if (step != 7) return records;
@@ -114,7 +117,7 @@ TEST_CASE("a flipped logged direction or a changed label shows at the right leaf
       std::vector<uint8_t> states(rec.states(), rec.states() + rec.size());
       int forced = 0;
       for (auto& s : states) {
-        if (s == 0 && forced < 2) s = forced++ == 0 ? 1 : 2;
+        if (s == 0 && forced < 8) s = (forced++ % 2 == 0) ? 1 : 2;
       }
       r.value = vt::precision::EncodeLog(vt::precision::LogRecord::FromStates(states, rec.exact()));
     }
