@@ -1,0 +1,29 @@
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and final XOR
+// 0xFFFFFFFF), the record checksum of the store's envelope (store/FORMAT.md).
+//
+// Uses the SSE4.2 crc32 instruction when the CPU has it and a table implementation
+// otherwise; both give identical results. CRC-32C detects every error burst of up to 32
+// bits, so any single flipped byte in a record is always detected. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace vt::store {
+
+// Extends `crc` (the value returned for the bytes so far; 0 for none) with `bytes` bytes
+// at `data`. Crc32c(Crc32c(0, a), b) == Crc32c(0, a || b).
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t bytes);
+
+inline uint32_t Crc32c(std::string_view bytes) {
+  return Crc32cExtend(0, bytes.data(), bytes.size());
+}
+
+// The table implementation, whatever the CPU (tests compare it with the dispatched one).
+uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes);
+
+// True if Crc32cExtend uses the SSE4.2 instruction on this CPU.
+bool Crc32cHardware();
+
+}  // namespace vt::store

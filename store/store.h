@@ -1,0 +1,285 @@
+// vt::store::Store: one party's RocksDB store of runs, log records, checkpoints, Merkle
+// trees and game transcripts (byte format: store/FORMAT.md).
+//
+// A run is created with its spec bytes, checkpoint interval k and step count n. It is then
+// written strictly in order: leaf 0 (the initial checkpoint), steps 1..k, leaf 1, steps
+// k+1..2k, leaf 2, ..., up to step n and the last leaf. WriteStep commits all records of a
+// step, the step marker and the run's progress in ONE RocksDB WriteBatch; PutCheckpoint
+// commits the checkpoint bytes, the leaf record, the new Merkle nodes and the progress in
+// ONE WriteBatch. The write-ahead log makes each batch all-or-nothing, so a store reopened
+// after the process was killed at any instant holds a consistent prefix of the run: every
+// leaf has its checkpoint and Merkle nodes, and every step is complete or absent. A writer
+// resumes with Rollback() (drops steps after the last checkpoint) and goes on from there.
+//
+// Every value carries a CRC-32C bound to its key (FORMAT.md, "Record envelope"); reads check
+// it and throw CorruptionError naming the family and key instead of returning bad bytes.
+// Verify() checks every record and every derived hash and lists every bad key.
+//
+// Processes: one writer per store directory (RocksDB's LOCK file); a second writer gets an
+// Error naming the directory. Readers (read_only) open a RocksDB secondary instance, which
+// needs no lock, writes nothing, and works while a writer writes; Refresh() catches up
+// with the writer.
+//
+// Threads: all methods are thread-safe. Writes are serialized internally; Close() waits for
+// calls in flight, and any call after Close() throws Error("store '<dir>' is closed").
+// Numbers: steps are 1-based (step 0 is the initial state), leaves and Merkle indices are
+// 0-based, sizes are leaf counts.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/keys.h"
+#include "store/log_digest.h"
+#include "store/merkle.h"
+#include "store/sha256.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class Snapshot;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace vt::store {
+
+enum class Compression { kNone, kLz4, kZstd };
+const char* CompressionName(Compression c);  // "none", "lz4", "zstd"
+
+struct StoreOptions {
+  // Open as a reader (RocksDB secondary instance): no writes, no lock, the directory must
+  // already hold a store. Default: false.
+  bool read_only = false;
+  // Writers: create the directory and the store if missing. Default: true.
+  bool create_if_missing = true;
+  // fsync the write-ahead log on every batch. Without it a killed process loses nothing
+  // (the data is in the OS page cache); with it a power failure loses nothing either.
+  // Default: false.
+  bool sync = false;
+  // Block compression of the log-record family. If this RocksDB build lacks it, zstd falls
+  // back to lz4, then to none (log_compression() tells which is in use). Default: kZstd.
+  Compression log_compression = Compression::kZstd;
+  // Shared RocksDB block cache. Default: 64 MiB.
+  size_t block_cache_bytes = size_t{64} << 20;
+};
+
+// What a run is created with.
+struct RunConfig {
+  std::string spec;               // canonical spec bytes (opaque to the store); spec_hash = SHA-256
+  uint64_t checkpoint_every = 0;  // k >= 1 (required; 0 is rejected)
+  uint64_t steps = 0;             // n, 0 <= n <= 2^53
+  std::string metadata;           // caller bytes (e.g. JSON); may be empty. Default: empty.
+};
+
+// A run as stored.
+struct RunInfo {
+  std::string id;
+  std::string spec;
+  Digest spec_hash;
+  uint64_t checkpoint_every = 0;
+  uint64_t steps = 0;
+  std::string metadata;
+  uint64_t steps_written = 0;  // last step written (0: none)
+  uint64_t leaves = 0;         // leaves stored (= Merkle tree size)
+
+  uint64_t total_leaves() const { return NumLeaves(steps, checkpoint_every); }
+  bool complete() const { return leaves == total_leaves(); }
+};
+
+// A leaf as stored with its checkpoint.
+struct LeafRecord {
+  uint64_t index = 0;
+  uint64_t step = 0;  // the step after which the checkpoint was taken
+  Digest state_digest{};
+  Digest log_digest{};
+  Digest leaf{};
+  uint64_t checkpoint_bytes = 0;
+  uint32_t checkpoint_chunks = 0;
+};
+
+// Summary of a written step (its marker in the `steps` family).
+struct StepInfo {
+  uint64_t step = 0;
+  uint32_t records = 0;
+  uint64_t value_bytes = 0;  // sum of the record values' sizes
+  Digest digest{};           // step_digest
+};
+
+// One log record read back.
+struct LogRecord {
+  uint64_t step = 0;
+  std::string boundary;
+  uint32_t call = 0;
+  std::string value;
+};
+
+// Which log records ScanLogs visits.
+struct LogQuery {
+  uint64_t first_step = 1;              // Default: 1.
+  uint64_t last_step = UINT64_MAX;      // inclusive. Default: no limit.
+  std::optional<std::string> boundary;  // only this boundary. Default: all.
+};
+
+struct PutCheckpointOptions {
+  // If set, the checkpoint's SHA-256 must equal it (the writer's own digest, e.g. from
+  // CheckpointDigest over its tensors), else Error and nothing is written. Default: unset.
+  std::optional<Digest> expected_state_digest;
+  // If set, replaces the run's metadata in the same batch. Default: unset.
+  std::optional<std::string> metadata;
+};
+
+// One finding of Verify().
+struct Problem {
+  std::string family;   // column family ("logs"), or "" for store-wide problems
+  std::string key;      // DescribeKey() of the key, or "" for store-wide problems
+  std::string key_hex;  // the raw key in hex, or ""
+  std::string message;  // what is wrong
+};
+
+struct VerifyReport {
+  uint64_t records = 0;  // records read and checked
+  std::vector<Problem> problems;
+  bool ok() const { return problems.empty(); }
+};
+
+constexpr size_t kCheckpointChunkBytes = size_t{64}
+                                         << 20;     // checkpoints are stored in 64 MiB chunks
+constexpr size_t kMaxValueBytes = size_t{1} << 30;  // a log record or transcript entry
+constexpr size_t kMaxCheckpointBytes = size_t{1} << 40;
+
+class Store {
+ public:
+  // Opens (a writer creates, unless create_if_missing is false) the store in `dir`.
+  // Throws Error: "store '<dir>' is already open for writing by another process" when
+  // another writer holds it; "store '<dir>' does not exist" (readers, or
+  // !create_if_missing); "'<dir>' is not a vtrun store" for a non-empty directory that is
+  // not one; RocksDB failures with their status.
+  static std::shared_ptr<Store> Open(const std::string& dir, const StoreOptions& options = {});
+
+  ~Store();  // closes
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Closes the database (idempotent). Later calls throw Error("store '<dir>' is closed").
+  void Close();
+  bool closed() const;
+  const std::string& path() const { return path_; }  // absolute directory
+  bool read_only() const { return options_.read_only; }
+  Compression log_compression() const { return log_compression_; }
+
+  // Writers: flushes memtables to SST files and syncs the WAL. Readers: no-op.
+  void Flush();
+  // Readers: catch up with the writer's latest writes. Writers: no-op.
+  void Refresh();
+
+  // Runs --------------------------------------------------------------------------------
+  // Creates run `id` (ValidateId rules) with no leaves yet. Throws if it exists.
+  RunInfo CreateRun(std::string_view id, const RunConfig& config);
+  std::vector<std::string> Runs() const;                     // ids, sorted
+  std::optional<RunInfo> GetRun(std::string_view id) const;  // nullopt if absent
+  void SetMetadata(std::string_view run, std::string_view metadata);
+
+  // Writing -----------------------------------------------------------------------------
+  // Writes step `step` of `run` with its records (any order; (boundary, call) unique;
+  // values <= 1 GiB) in one batch; returns its step digest. Requires step == steps_written
+  // + 1, the previous leaf stored, and step <= n.
+  Digest WriteStep(std::string_view run, uint64_t step, std::vector<LogRecordView> records);
+
+  // Stores leaf `leaf` (== leaves stored so far) with its checkpoint in one batch; requires
+  // every step up to LeafStep(leaf) written and none after. The checkpoint must be a valid
+  // canonical encoding (ParseCheckpoint); state_digest = SHA-256(checkpoint), log_digest is
+  // the chain of the steps since the previous leaf, and the leaf is appended to the Merkle
+  // tree. Returns the leaf record.
+  LeafRecord PutCheckpoint(std::string_view run, uint64_t leaf, std::string_view checkpoint,
+                           const PutCheckpointOptions& options = {});
+
+  // Deletes the steps written after the last stored leaf (one batch), so a writer that lost
+  // its in-memory state can resume from the last checkpoint. Returns that leaf (nullopt if
+  // the run has none yet: resume by storing leaf 0).
+  std::optional<LeafRecord> Rollback(std::string_view run);
+
+  // Reading logs ------------------------------------------------------------------------
+  std::optional<StepInfo> GetStep(std::string_view run, uint64_t step) const;
+  // All records of a step in key order; nullopt if the step is not written.
+  std::optional<std::vector<LogRecord>> GetStepRecords(std::string_view run, uint64_t step) const;
+  std::optional<std::string> GetLogRecord(std::string_view run, uint64_t step,
+                                          std::string_view boundary, uint32_t call) const;
+  // Visits records in key order (step, boundary, call). `fn` gets a record whose views are
+  // valid during the call and returns false to stop. Returns the number of calls made.
+  using LogVisitor = std::function<bool(uint64_t step, std::string_view boundary, uint32_t call,
+                                        std::string_view value)>;
+  uint64_t ScanLogs(std::string_view run, const LogQuery& query, const LogVisitor& fn) const;
+  // log_digest of leaf `leaf` recomputed from the stored records (for verification).
+  Digest RecomputeLogDigest(std::string_view run, uint64_t leaf) const;
+
+  // Checkpoints and leaves --------------------------------------------------------------
+  std::optional<std::string> GetCheckpoint(std::string_view run, uint64_t leaf) const;
+  std::optional<LeafRecord> GetLeaf(std::string_view run, uint64_t leaf) const;
+
+  // Merkle tree of a run's leaves (leaf hash = SHA-256(0x00 || leaf_i)) ---------------------
+  uint64_t TreeSize(std::string_view run) const;  // = leaves stored
+  Digest Root(std::string_view run) const;
+  Digest RootAt(std::string_view run, uint64_t size) const;  // size <= TreeSize
+  std::vector<Digest> InclusionProof(std::string_view run, uint64_t leaf, uint64_t size) const;
+  std::vector<Digest> ConsistencyProof(std::string_view run, uint64_t m, uint64_t n) const;
+
+  // Game transcripts --------------------------------------------------------------------
+  // Appends an entry (<= 1 GiB) to game `game` (ValidateId rules); returns its sequence
+  // number (0, 1, 2, ...).
+  uint64_t AppendTranscript(std::string_view game, std::string_view entry);
+  std::optional<std::string> GetTranscriptEntry(std::string_view game, uint64_t seq) const;
+  std::vector<std::string> Transcript(std::string_view game) const;  // empty if none
+  std::vector<std::string> Games() const;                            // ids, sorted
+
+  // Integrity ---------------------------------------------------------------------------
+  // Reads every record of every family and checks: RocksDB block checksums, the envelope of
+  // every value, key syntax, value layouts, run progress against the stored steps and
+  // leaves, step markers against their records (count, bytes, step digest), log digests,
+  // state digests against the checkpoint bytes, leaves, every Merkle node, and transcript
+  // numbering. Reports every bad key; never throws for bad data (only if closed).
+  VerifyReport Verify() const;
+
+ private:
+  // Defined in store/store_internal.h, shared by the implementation files.
+  struct RunState;
+  struct Handles;
+
+  Store(std::string path, const StoreOptions& options);
+
+  // Throws if closed; the returned lock keeps the database open during the call.
+  std::shared_lock<std::shared_mutex> Guard() const;
+  void CheckWritable() const;
+  bool FamiliesEmpty() const;  // true if no family holds any key
+  rocksdb::ColumnFamilyHandle* Cf(Family f) const;
+  std::optional<std::string> GetRaw(Family f, std::string_view key,
+                                    const rocksdb::Snapshot* snap = nullptr) const;
+  std::optional<std::string> GetSealed(Family f, std::string_view key,
+                                       const rocksdb::Snapshot* snap = nullptr) const;
+  void WriteBatchOrThrow(rocksdb::WriteBatch* batch, const char* what);
+  RunInfo LoadRun(std::string_view id) const;   // throws if absent
+  RunState& WriterState(std::string_view run);  // call with write_mu_ held
+  LeafRecord LeafOrThrow(std::string_view run, uint64_t leaf) const;
+
+  std::string path_;
+  StoreOptions options_;
+  Compression log_compression_ = Compression::kNone;
+
+  mutable std::shared_mutex mu_;  // shared: any call; exclusive: Close, Refresh
+  std::mutex write_mu_;           // serializes writers
+  std::unique_ptr<Handles> h_;    // null once closed
+  std::map<std::string, std::unique_ptr<RunState>, std::less<>> run_states_;  // writer caches
+  std::map<std::string, uint64_t, std::less<>> next_transcript_seq_;
+
+  friend class StoreVerifier;
+  friend class StoreNodes;
+};
+
+}  // namespace vt::store
