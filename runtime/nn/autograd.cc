@@ -5,6 +5,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
+#include "runtime/profile/im2col.h"
 #include "runtime/profile/profile.h"
 
 namespace vt::nn {
@@ -83,15 +84,12 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     const at::Tensor g = grads[0].contiguous();  // [N, O, oh, ow]
     const int64_t n = x.size(0), out_c = w.size(0), kh = w.size(2), kw = w.size(3);
     const int64_t l = g.size(2) * g.size(3);
-    // g2d [O, N*L] matches the forward's [O, N*L] product.
+    // The forward's layout: g2d [O, N*L] against cols [C*kh*kw, N*L], one GEMM each way.
     at::Tensor g2d = g.view({n, out_c, l}).permute({1, 0, 2}).reshape({out_c, n * l});
-    at::Tensor cols = at::im2col(x, {kh, kw}, {1, 1}, {padding, padding}, {stride, stride});
-    at::Tensor cols2d = cols.permute({1, 0, 2}).reshape({cols.size(1), n * l});
-    at::Tensor gw = vt::Matmul(g2d, cols2d.t()).view(w.sizes());
+    at::Tensor cols = vt::Im2Col(x, kh, kw, stride, padding);
+    at::Tensor gw = vt::Matmul(g2d, cols.t()).view(w.sizes());
     at::Tensor gcols = vt::Matmul(w.reshape({out_c, -1}).t(), g2d);  // [C*kh*kw, N*L]
-    gcols = gcols.view({cols.size(1), n, l}).permute({1, 0, 2}).contiguous();
-    at::Tensor gx = at::col2im(gcols, {x.size(2), x.size(3)}, {kh, kw}, {1, 1}, {padding, padding},
-                               {stride, stride});
+    at::Tensor gx = vt::Col2Im(gcols, n, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding);
     at::Tensor gb = ctx->saved_data["has_bias"].toBool() ? vt::Sum(g2d, {1}) : at::Tensor();
     return {gx, gw, gb, at::Tensor(), at::Tensor()};
   }

@@ -10,6 +10,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/threads.h"
+#include "runtime/profile/im2col.h"
 
 namespace vt {
 namespace {
@@ -264,11 +265,10 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   const int64_t oh = (x.size(2) + 2 * padding[0] - kh) / stride[0] + 1;
   const int64_t ow = (x.size(3) + 2 * padding[1] - kw) / stride[1] + 1;
   if (oh <= 0 || ow <= 0) throw Error("conv2d: kernel larger than the padded input");
-  // cols [N, C*kh*kw, L] -> [C*kh*kw, N*L]: one large GEMM instead of N small ones.
-  at::Tensor cols = at::im2col(x, {kh, kw}, {1, 1}, padding, stride);
-  at::Tensor cols2d = cols.permute({1, 0, 2}).reshape({cols.size(1), n * oh * ow});
-  at::Tensor out = Matmul(w.reshape({out_c, -1}), cols2d);  // [O, N*L]
-  out = out.view({out_c, n, oh, ow}).permute({1, 0, 2, 3}).contiguous();
+  if (stride[0] != stride[1] || padding[0] != padding[1]) throw Error("conv2d: stride and padding must be square");
+  // One large GEMM over the whole batch: W [O, C*kh*kw] x cols [C*kh*kw, N*L] -> [O, N*L].
+  at::Tensor cols = Im2Col(x, kh, kw, stride[0], padding[0]);
+  at::Tensor out = Matmul(w.reshape({out_c, -1}), cols).view({out_c, n, oh, ow}).permute({1, 0, 2, 3}).contiguous();
   return bias.defined() ? out + bias.view({1, out_c, 1, 1}) : out;
 }
 

@@ -1,0 +1,19 @@
+// im2col / col2im in the layout one large GEMM wants: columns [C*kh*kw, N*oh*ow], so a
+// convolution over a whole batch is W[O, C*kh*kw] x cols (no per-image GEMMs, no transposing
+// copies of the columns). Parallel over input channels; every output element is written by
+// one thread in a fixed order, so results never depend on the thread count. float32/float64.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace vt {
+
+// x [N, C, H, W] (contiguous or not) -> [C*kh*kw, N*oh*ow].
+at::Tensor Im2Col(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
+
+// The adjoint: cols [C*kh*kw, N*oh*ow] -> [N, C, H, W], summing overlapping patches in the
+// order (ki, kj) ascending.
+at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                  int64_t stride, int64_t padding);
+
+}  // namespace vt

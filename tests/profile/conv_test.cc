@@ -1,0 +1,64 @@
+// The project's convolution (im2col + one GEMM, profile-ordered) against ATen's, forward and
+// backward, over strides, paddings and kernel sizes; and im2col against ATen's layout.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "runtime/nn/autograd.h"
+#include "runtime/profile/im2col.h"
+#include "runtime/profile/profile.h"
+
+TEST_CASE("Im2Col matches ATen's im2col rearranged to [C*kh*kw, N*L]", "[conv]") {
+  at::Tensor x = at::randn({3, 4, 9, 8}, at::kDouble);
+  for (int64_t stride : {1, 2, 3}) {
+    for (int64_t pad : {0, 1, 2}) {
+      at::Tensor ref = at::im2col(x, {3, 2}, {1, 1}, {pad, pad}, {stride, stride});  // [N, CKK, L]
+      ref = ref.permute({1, 0, 2}).reshape({ref.size(1), -1});
+      CHECK(at::equal(vt::Im2Col(x, 3, 2, stride, pad), ref));
+    }
+  }
+}
+
+TEST_CASE("Conv2dOp forward and backward match ATen's conv2d on every profile", "[conv]") {
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (int64_t k : {1, 3}) {
+      for (int64_t stride : {1, 2}) {
+        for (int64_t pad : {0, 1}) {
+          INFO(profile << " k=" << k << " stride=" << stride << " pad=" << pad);
+          at::Tensor x = at::randn({4, 5, 10, 9}, at::kDouble).set_requires_grad(true);
+          at::Tensor w = at::randn({6, 5, k, k}, at::kDouble).set_requires_grad(true);
+          at::Tensor b = at::randn({6}, at::kDouble).set_requires_grad(true);
+          at::Tensor y = vt::nn::Conv2dOp(x, w, b, stride, pad);
+          at::Tensor gy = at::randn(y.sizes(), at::kDouble);
+          auto ours = torch::autograd::grad({y}, {x, w, b}, {gy});
+          at::Tensor yr = at::conv2d(x, w, b, {stride, stride}, {pad, pad});
+          auto ref = torch::autograd::grad({yr}, {x, w, b}, {gy});
+          CHECK(at::allclose(y, yr, 1e-12, 1e-12));
+          for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-11, 1e-11));
+        }
+      }
+    }
+  }
+  vt::ActivateProfile(vt::FindProfile("native"));
+}
+
+TEST_CASE("LinearOp and MatmulOp gradients match ATen's", "[conv]") {
+  vt::ActivateProfile(vt::FindProfile("splitk4"));
+  at::Tensor x = at::randn({3, 7, 11}, at::kDouble).set_requires_grad(true);
+  at::Tensor w = at::randn({5, 11}, at::kDouble).set_requires_grad(true);
+  at::Tensor b = at::randn({5}, at::kDouble).set_requires_grad(true);
+  at::Tensor y = vt::nn::LinearOp(x, w, b);
+  at::Tensor gy = at::randn(y.sizes(), at::kDouble);
+  auto ours = torch::autograd::grad({y}, {x, w, b}, {gy});
+  auto ref = torch::autograd::grad({at::linear(x, w, b)}, {x, w, b}, {gy});
+  for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-11, 1e-11));
+  at::Tensor p = at::randn({2, 3, 6, 8}, at::kDouble).set_requires_grad(true);
+  at::Tensor q = at::randn({2, 3, 8, 5}, at::kDouble).set_requires_grad(true);
+  at::Tensor m = vt::nn::MatmulOp(p, q);
+  at::Tensor gm = at::randn(m.sizes(), at::kDouble);
+  auto mo = torch::autograd::grad({m}, {p, q}, {gm});
+  auto mr = torch::autograd::grad({at::matmul(p, q)}, {p, q}, {gm});
+  for (int i = 0; i < 2; ++i) CHECK(at::allclose(mo[i], mr[i], 1e-11, 1e-11));
+  vt::ActivateProfile(vt::FindProfile("native"));
+}
