@@ -1,6 +1,7 @@
 #include "runtime/common/init.h"
 
 #include <c10/core/DefaultDtype.h>
+#include <malloc.h>
 #include <c10/util/typeid.h>
 
 #include "runtime/common/threads.h"
@@ -8,6 +9,12 @@
 namespace vt {
 
 void InitializeRuntime() {
+  // Training allocates and frees the same large buffers every step. Keep freed memory in the
+  // heap (no trimming, mmap only above glibc's 32 MiB maximum threshold) so buffers are
+  // reused instead of page-faulted in again; convolution works in chunks below that size.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
   c10::set_default_dtype(caffe2::TypeMeta::Make<double>());
   ConfigureThreadsFromEnvironment();
 }

@@ -84,13 +84,26 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     const at::Tensor g = grads[0].contiguous();  // [N, O, oh, ow]
     const int64_t n = x.size(0), out_c = w.size(0), kh = w.size(2), kw = w.size(3);
     const int64_t l = g.size(2) * g.size(3);
-    // The forward's layout: g2d [O, N*L] against cols [C*kh*kw, N*L], one GEMM each way.
-    at::Tensor g2d = g.view({n, out_c, l}).permute({1, 0, 2}).reshape({out_c, n * l});
-    at::Tensor cols = vt::Im2Col(x, kh, kw, stride, padding);
-    at::Tensor gw = vt::Matmul(g2d, cols.t()).view(w.sizes());
-    at::Tensor gcols = vt::Matmul(w.reshape({out_c, -1}).t(), g2d);  // [C*kh*kw, N*L]
-    at::Tensor gx = vt::Col2Im(gcols, n, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding);
-    at::Tensor gb = ctx->saved_data["has_bias"].toBool() ? vt::Sum(g2d, {1}) : at::Tensor();
+    // The forward's layout and chunks: per chunk of images, g2d [O, n_c*L] against cols
+    // [C*kh*kw, n_c*L]. The weight gradient adds the chunks' products in order.
+    const at::Tensor w2d_t = w.reshape({out_c, -1}).t();
+    const int64_t chunk = vt::ImagesPerChunk(x.size(1), kh, kw, l, x.element_size());
+    at::Tensor gw, gb;
+    at::Tensor gx = at::empty_like(x);
+    for (int64_t first = 0; first < n; first += chunk) {
+      const int64_t count = std::min(chunk, n - first);
+      at::Tensor g2d = g.narrow(0, first, count).reshape({count, out_c, l}).permute({1, 0, 2}).reshape({out_c, count * l});
+      at::Tensor cols = vt::Im2Col(x.narrow(0, first, count), kh, kw, stride, padding);
+      at::Tensor part = vt::Matmul(g2d, cols.t());
+      gw = gw.defined() ? gw + part : part;
+      at::Tensor gcols = vt::Matmul(w2d_t, g2d);  // [C*kh*kw, n_c*L]
+      gx.narrow(0, first, count).copy_(vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
+      if (ctx->saved_data["has_bias"].toBool()) {
+        at::Tensor bpart = vt::Sum(g2d, {1});
+        gb = gb.defined() ? gb + bpart : bpart;
+      }
+    }
+    gw = gw.view(w.sizes());
     return {gx, gw, gb, at::Tensor(), at::Tensor()};
   }
 };

@@ -83,6 +83,12 @@ void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t 
 
 }  // namespace
 
+int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t element_size) {
+  constexpr int64_t kChunkBytes = int64_t{16} << 20;
+  const int64_t per_image = std::max<int64_t>(1, c * kh * kw * l * element_size);
+  return std::max<int64_t>(1, kChunkBytes / per_image);
+}
+
 at::Tensor Im2Col(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
   at::Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);

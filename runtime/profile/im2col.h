@@ -16,4 +16,9 @@ at::Tensor Im2Col(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride, i
 at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
                   int64_t stride, int64_t padding);
 
+// How many images of a batch one im2col chunk holds: columns of at most ~16 MiB, so the
+// buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.
+// A pure function of the shapes, so chunking is the same on every machine.
+int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t element_size);
+
 }  // namespace vt

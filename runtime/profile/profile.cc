@@ -266,9 +266,16 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   const int64_t ow = (x.size(3) + 2 * padding[1] - kw) / stride[1] + 1;
   if (oh <= 0 || ow <= 0) throw Error("conv2d: kernel larger than the padded input");
   if (stride[0] != stride[1] || padding[0] != padding[1]) throw Error("conv2d: stride and padding must be square");
-  // One large GEMM over the whole batch: W [O, C*kh*kw] x cols [C*kh*kw, N*L] -> [O, N*L].
-  at::Tensor cols = Im2Col(x, kh, kw, stride[0], padding[0]);
-  at::Tensor out = Matmul(w.reshape({out_c, -1}), cols).view({out_c, n, oh, ow}).permute({1, 0, 2, 3}).contiguous();
+  // Large GEMMs over chunks of the batch: W [O, C*kh*kw] x cols [C*kh*kw, n_c*L] -> [O, n_c*L].
+  // Every output column is one dot product over C*kh*kw, so chunking changes no result.
+  const at::Tensor w2d = w.reshape({out_c, -1});
+  const int64_t chunk = ImagesPerChunk(x.size(1), kh, kw, oh * ow, x.element_size());
+  at::Tensor out = at::empty({n, out_c, oh, ow}, x.options());
+  for (int64_t first = 0; first < n; first += chunk) {
+    const int64_t count = std::min(chunk, n - first);
+    at::Tensor cols = Im2Col(x.narrow(0, first, count), kh, kw, stride[0], padding[0]);
+    out.narrow(0, first, count).copy_(Matmul(w2d, cols).view({out_c, count, oh, ow}).permute({1, 0, 2, 3}));
+  }
   return bias.defined() ? out + bias.view({1, out_c, 1, 1}) : out;
 }
 
