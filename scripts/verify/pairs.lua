@@ -1,0 +1,69 @@
+-- Every ordered pair of device profiles: a trainer on each profile, an auditor on each
+-- other profile replaying its logs, and the roots compared. Process-level profiles run in
+-- their own processes (`vtrun --profile NAME`), so this script drives subprocesses.
+--
+--   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...]
+--
+-- Prints the matrix of (trainer, auditor) outcomes and exits 1 if any pair disagrees. Its
+-- closing line is "N passed, N failed" over the ordered pairs.
+local model = arg[1] or "mlp"
+local steps = tonumber(arg[2]) or 200
+local workdir = arg[3] or (os.tmpname() .. ".pairs")
+local only = arg[4]
+local vtrun = arg[-1]
+local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
+local worker = here .. "pairs_worker.lua"
+
+local profiles = {}
+for _, p in ipairs(vt.profiles()) do
+  if only == nil or ("," .. only .. ","):find("," .. p.name .. ",", 1, true) then profiles[#profiles + 1] = p.name end
+end
+os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
+
+local function run(profile, ...)
+  local args = {}
+  for i, a in ipairs({...}) do args[i] = string.format("%q", tostring(a)) end
+  local cmd = string.format("%q --profile %s %q %s 2>&1", vtrun, profile, worker, table.concat(args, " "))
+  local p = io.popen(cmd)
+  local out = p:read("*a")
+  local ok = p:close()
+  local result = {}
+  for k, v in out:gmatch("RESULT (%S+)=(%S+)") do result[k] = v end
+  if not result.root then error("worker failed (" .. profile .. "): " .. out) end
+  return result
+end
+
+print(string.format("model %s, %d steps, profiles: %s", model, steps, table.concat(profiles, ", ")))
+local trained = {}
+for _, p in ipairs(profiles) do
+  local r = run(p, "train", workdir .. "/" .. p, model, steps)
+  trained[p] = r
+  print(string.format("trainer %-8s root %s  %s s  logged/step %s", p, r.root:sub(1, 16), r.seconds, r.logged_per_step))
+end
+
+local passed, failed = 0, 0
+local header = string.format("%-10s", "trainer\\auditor")
+for _, q in ipairs(profiles) do header = header .. string.format(" %10s", q) end
+local rows = {header}
+for _, p in ipairs(profiles) do
+  local row = string.format("%-15s", p)
+  for _, q in ipairs(profiles) do
+    if p == q then
+      row = row .. string.format(" %10s", "-")
+    else
+      local a = run(q, "audit", workdir .. "/" .. p, workdir .. "/" .. p .. "-by-" .. q, model, steps)
+      local ok = a.root == trained[p].root and a.illegitimate == "0"
+      if ok then passed = passed + 1 else failed = failed + 1 end
+      row = row .. string.format(" %10s", ok and ("ok/" .. a.corrections) or "DIFFER")
+      if not ok then
+        print(string.format("pair %s -> %s: auditor root %s, first differing leaf %s, illegitimate %s", p, q,
+                            a.root, a.first_leaf or "?", a.illegitimate))
+      end
+    end
+  end
+  rows[#rows + 1] = row
+end
+print("outcomes (ok/corrections copied from the trainer's log):")
+for _, r in ipairs(rows) do print(r) end
+print(string.format("%d passed, %d failed", passed, failed))
+os.exit(failed == 0 and 0 or 1)
