@@ -374,6 +374,10 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   set("seconds", r.seconds);
   lua_pushboolean(L, r.checkpoint);
   lua_setfield(L, -2, "checkpoint");
+  if (!r.divergence.empty()) {
+    lua_pushstring(L, r.divergence.c_str());
+    lua_setfield(L, -2, "divergence");
+  }
   if (!boundaries) return;
   lua_newtable(L);
   for (const auto& [name, s] : r.boundaries) {
@@ -455,6 +459,7 @@ int RunnerRun(lua_State* L) {
       total.illegitimate += rep.illegitimate;
       total.near_misses += rep.near_misses;
       total.log_bytes += rep.log_bytes;
+      if (total.divergence.empty()) total.divergence = rep.divergence;
       if (progress) Progress(*r, rep, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
     }
     if (progress && steps > 0) std::fputs("\n", stderr);

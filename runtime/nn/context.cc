@@ -4,6 +4,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/precision/round.h"
+#include "store/crc32c.h"
 
 namespace vt::nn {
 namespace {
@@ -104,6 +105,7 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
       precision::RoundResult r = precision::Round(input, options, &record, where);
       s.logged += r.stats.counts.logged();
       s.exact += r.stats.counts.exact;
+      Trace(boundary, call, r.rounded);
       return r.rounded.view(x.sizes());
     }
     case Mode::kReplay: {
@@ -120,11 +122,55 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
       s.corrections += r.report.corrections;
       s.illegitimate += r.report.illegitimate;
       s.near_misses += r.report.near_misses;
+      Trace(boundary, call, r.rounded);
       return r.rounded.view(x.sizes());
     }
     default:
       return x;
   }
+}
+
+void StepContext::Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded) {
+  const uint32_t crc = store::Crc32cExtend(0, rounded.data_ptr(), static_cast<size_t>(rounded.numel()) * rounded.element_size());
+  trace_[{boundary, call}] = crc;
+  if (!divergence_.empty() || expected_trace_.empty()) return;
+  auto it = expected_trace_.find({boundary, call});
+  if (it != expected_trace_.end() && it->second != crc) {
+    divergence_ = "boundary '" + boundary + "' call " + std::to_string(call) + " at step " + std::to_string(step_);
+  }
+}
+
+std::string EncodeTrace(const StepTrace& trace) {
+  std::string out;
+  auto put32 = [&](uint32_t v) {
+    for (int i = 3; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  };
+  for (const auto& [key, crc] : trace) {
+    out.push_back(static_cast<char>((key.first.size() >> 8) & 0xff));
+    out.push_back(static_cast<char>(key.first.size() & 0xff));
+    out += key.first;
+    put32(static_cast<uint32_t>(key.second));
+    put32(crc);
+  }
+  return out;
+}
+
+StepTrace DecodeTrace(const std::string& bytes) {
+  StepTrace trace;
+  size_t pos = 0;
+  auto u8 = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])); };
+  while (pos < bytes.size()) {
+    if (bytes.size() - pos < 2) throw Error("trace record truncated at byte " + std::to_string(pos));
+    const size_t len = (u8(pos) << 8) | u8(pos + 1);
+    if (bytes.size() - pos < 2 + len + 8) throw Error("trace record truncated at byte " + std::to_string(pos));
+    std::string name = bytes.substr(pos + 2, len);
+    pos += 2 + len;
+    const uint32_t call = (u8(pos) << 24) | (u8(pos + 1) << 16) | (u8(pos + 2) << 8) | u8(pos + 3);
+    const uint32_t crc = (u8(pos + 4) << 24) | (u8(pos + 5) << 16) | (u8(pos + 6) << 8) | u8(pos + 7);
+    pos += 8;
+    trace[{name, static_cast<int32_t>(call)}] = crc;
+  }
+  return trace;
 }
 
 void StepContext::CheckAllRecordsUsed() const {

@@ -76,6 +76,15 @@ struct BoundaryStats {
 
 using RecordKey = std::pair<std::string, int32_t>;  // (boundary, call)
 using StepLog = std::map<RecordKey, precision::LogRecord>;
+// CRC-32C of the rounded values of every boundary call of a step: the trainer commits it
+// with its logs, so a replayer can name the first boundary whose values differ.
+using StepTrace = std::map<RecordKey, uint32_t>;
+
+// The trace's byte encoding (sorted entries: u16be name length, name, u32be call, u32be crc)
+// and its parser (throws vt::Error on malformed bytes).
+std::string EncodeTrace(const StepTrace& trace);
+StepTrace DecodeTrace(const std::string& bytes);
+constexpr const char* kTraceBoundary = "~trace";
 
 class StepContext {
  public:
@@ -99,6 +108,13 @@ class StepContext {
 
   // The next call number `boundary` would get (and reserves it).
   int32_t NextCall(const std::string& boundary);
+
+  // Logging and replay keep a trace of the rounded values (see StepTrace).
+  const StepTrace& trace() const { return trace_; }
+  // Replay: the trainer's trace to compare against; the first boundary call whose values
+  // differ is reported by divergence() ("" while none does).
+  void set_expected_trace(StepTrace trace) { expected_trace_ = std::move(trace); }
+  const std::string& divergence() const { return divergence_; }
 
   // Replay only: throws vt::Error naming a record of the step log that no boundary used
   // (the replayer computed a different set of boundaries than the trainer logged).
@@ -130,6 +146,11 @@ class StepContext {
   std::map<std::string, int32_t> calls_;
   std::map<std::string, BoundaryStats> stats_;
   int64_t used_records_ = 0;
+  StepTrace trace_;
+  StepTrace expected_trace_;
+  std::string divergence_;
+
+  void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
 };
 
 // Sends `x` through `boundary` of the current context (identity when there is none).

@@ -86,13 +86,16 @@ StepReport Runner::Step() {
   nn::StepLog log;
   Encoded prepared = PrepareStep(step, &log);
   nn::StepContext context(mode_, &windows_, step, &log);
+  if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
+  expected_trace_.clear();
   StepResult result = TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context);
-  Encoded records = FinishStep(step, log, std::move(prepared));
+  Encoded records = FinishStep(step, context, log, std::move(prepared));
 
   StepReport report;
   report.step = step;
   report.loss = result.loss;
   report.boundaries = context.stats();
+  report.divergence = context.divergence();
   for (const auto& [name, s] : report.boundaries) {
     report.elements += s.elements;
     report.logged += s.logged;
@@ -133,11 +136,12 @@ Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode) : Runner(std::
 
 Encoded Trainer::PrepareStep(int64_t, nn::StepLog*) { return {}; }
 
-Encoded Trainer::FinishStep(int64_t, const nn::StepLog& log, Encoded) {
+Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::StepLog& log, Encoded) {
   if (mode_ != nn::Mode::kLog) return {};
   Encoded out;
-  out.reserve(log.size());
+  out.reserve(log.size() + 1);
   for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));
+  out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(context.trace()));
   return out;
 }
 
@@ -160,7 +164,11 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   for (store::LogRecord& r : records_(step)) {
     nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
     try {
-      (*log)[key] = precision::DecodeLog(r.value);
+      if (r.boundary == nn::kTraceBoundary) {
+        expected_trace_ = nn::DecodeTrace(r.value);
+      } else {
+        (*log)[key] = precision::DecodeLog(r.value);
+      }
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " + std::to_string(r.call) +
                   ": " + e.what());
@@ -170,7 +178,7 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   return encoded;
 }
 
-Encoded Auditor::FinishStep(int64_t, const nn::StepLog&, Encoded prepared) { return prepared; }
+Encoded Auditor::FinishStep(int64_t, const nn::StepContext&, const nn::StepLog&, Encoded prepared) { return prepared; }
 
 std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a, const store::Store& b,
                                            const std::string& run_b) {

@@ -47,6 +47,9 @@ struct StepReport {
   int64_t log_bytes = 0;  // encoded record bytes committed for the step
   bool checkpoint = false;
   double seconds = 0.0;
+  // Auditor: the first boundary call whose rounded values differ from the trainer's trace
+  // ("" if none did; a replay that ends with equal states may still show none).
+  std::string divergence;
   std::map<std::string, nn::BoundaryStats> boundaries;
 };
 
@@ -75,8 +78,11 @@ class Runner {
   // The records for `step`: the trainer's to write, or the ones to replay (filled by the
   // auditor). Returns the encoded records to commit in the step's batch.
   virtual std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) = 0;
-  virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+  virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
+                                                                        const nn::StepLog& log,
                                                                         std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
+  // Set by an auditor's PrepareStep: the trainer's trace of the step.
+  nn::StepTrace expected_trace_;
   void OpenOrResume();
 
   Spec spec_;
@@ -101,7 +107,8 @@ class Trainer : public Runner {
 
  protected:
   std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
-  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
+                                                                const nn::StepLog& log,
                                                                 std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
 };
 
@@ -117,7 +124,8 @@ class Auditor : public Runner {
 
  protected:
   std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
-  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepLog& log,
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
+                                                                const nn::StepLog& log,
                                                                 std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
 
  private:

@@ -125,8 +125,15 @@ TEST_CASE("a flipped logged direction or a changed label shows at the right leaf
   };
   Auditor liar(spec, Options(dir.path() + "/a1", "splitk4"), flipped);
   int64_t illegitimate = 0;
-  while (!liar.done()) illegitimate += liar.Step().illegitimate;
+  std::string divergence;
+  while (!liar.done()) {
+    auto report = liar.Step();
+    illegitimate += report.illegitimate;
+    if (divergence.empty()) divergence = report.divergence;
+  }
   CHECK(illegitimate >= 1);
+  // The trace names the first boundary whose values left the trainer's.
+  CHECK(divergence == "boundary 'fc0:fwd' call 0 at step 7");
   // The auditor copied the flipped direction, so its state differs from leaf 3 (steps 7-9) on.
   auto first = vt::train::FirstDifferingLeaf(trainer.store(), "run", liar.store(), "run");
   REQUIRE(first.has_value());
