@@ -1,0 +1,356 @@
+// The precision kernels (kernels.h): one always-inline body per kernel, instantiated for
+// plain x86-64, AVX2 and AVX-512 through target attributes, and a dispatch table.
+//
+// The loop bodies are written for the auto-vectorizer: no branches (bitwise & and | on
+// booleans, sign flips by XOR), 64-bit integer accumulators that share the lanes of the
+// FP64 values, and __restrict on every pointer that cannot alias. In-place calls use a
+// separate instantiation that reads and writes through one pointer.
+#include "runtime/precision/kernels.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runtime/common/error.h"
+#include "runtime/precision/window.h"
+
+namespace vt::precision {
+namespace {
+
+// One element of RoundSpan: returns the output bits and (if kLog) the state.
+template <bool kLog>
+VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double alpha_scale,
+                                      uint64_t* state, uint64_t* bad) {
+  const uint64_t ux = DoubleBits(xi);
+  const uint64_t sign = ux & kSignBit;
+  const double a = BitsDouble(ux ^ sign);
+  const Cell c = CellOf(a, k);
+  *bad |= static_cast<uint64_t>(!(c.r < kFp32Overflow));
+  if (kLog) {
+    const double w = Window(band, c.g, alpha_scale);
+    const uint64_t logged = static_cast<uint64_t>(!c.on_grid & InWindow(a, c.mid, c.g, w));
+    const uint64_t exact = static_cast<uint64_t>(w > 0.25 * c.g);
+    // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
+    const uint64_t dir_up = static_cast<uint64_t>(c.up) ^ (sign >> 63);
+    // NONE 0, DOWN 1, UP 2, EXACT 3: (1 + dir_up) | 3 = 3 when the window needs EXACT.
+    *state = logged * ((1 + dir_up) | (3 * exact));
+  }
+  return DoubleBits(c.r) | sign;
+}
+
+template <bool kLog, bool kInPlace>
+VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restrict x,
+                                   double* __restrict out, uint8_t* __restrict states, int64_t n,
+                                   RoundTally* tally) {
+  const uint64_t k = p.k;
+  const double band = p.band;
+  const double alpha_scale = p.alpha_scale;
+  int64_t down = 0, up = 0, exact = 0;
+  uint64_t bad = 0;
+  if (kInPlace) {
+    double* __restrict io = out;
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t s = 0;
+      io[i] = BitsDouble(RoundOne<kLog>(io[i], k, band, alpha_scale, &s, &bad));
+      if (kLog) {
+        down += s == 1;
+        up += s == 2;
+        exact += s == 3;
+        states[i] = static_cast<uint8_t>(s);
+      }
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t s = 0;
+      out[i] = BitsDouble(RoundOne<kLog>(x[i], k, band, alpha_scale, &s, &bad));
+      if (kLog) {
+        down += s == 1;
+        up += s == 2;
+        exact += s == 3;
+        states[i] = static_cast<uint8_t>(s);
+      }
+    }
+  }
+  tally->down += down;
+  tally->up += up;
+  tally->exact += exact;
+  tally->out_of_range |= bad != 0;
+}
+
+// One element of ReplaySpan: returns the output bits; adds to the per-lane counters.
+VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, double band,
+                                       double alpha_scale, int64_t* corrections,
+                                       int64_t* illegitimate, int64_t* near_misses, uint64_t* bad) {
+  const uint64_t ux = DoubleBits(xi);
+  const uint64_t sign = ux & kSignBit;
+  const double a = BitsDouble(ux ^ sign);
+  const Cell c = CellOf(a, k);
+  const double w = Window(band, c.g, alpha_scale);
+  const bool off = !c.on_grid;
+  const bool is_dir = (st == 1) | (st == 2);
+  // The entry asks for hi(|x'|) when (UP and x' >= 0) or (DOWN and x' < 0).
+  const bool want_hi = (st == 2) ^ (sign != 0);
+  // lo(|x'|) = r - g when rounded up, hi(|x'|) = r + g when rounded down (off the grid).
+  const bool move_up = is_dir & want_hi & !c.up & off;
+  const bool move_down = is_dir & !want_hi & c.up;
+  const uint64_t move = static_cast<uint64_t>(move_up | move_down);
+  const uint64_t delta_bits =
+      (DoubleBits(c.g) ^ (static_cast<uint64_t>(move_down) << 63)) & (0 - move);
+  const double result = c.r + BitsDouble(delta_bits);
+  *corrections += static_cast<int64_t>(move);
+  // On the grid the nearest midpoint is half a spacing below: an honest DOWN/UP entry never
+  // meets an on-grid x' (it stays inside its cell), and a NONE value there is at risk when
+  // that midpoint is nearer than the window.
+  const double on_grid_mid = OnGridMidDistance(a, k, c.g);
+  const double w2 = 2.0 * w;
+  const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2));
+  const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
+  *illegitimate += static_cast<int64_t>(is_dir & far);
+  *near_misses += static_cast<int64_t>((st == 0) & near);
+  *bad |= static_cast<uint64_t>(!(c.r < kFp32Overflow) | !(result < kFp32Overflow));
+  return DoubleBits(result) | sign;
+}
+
+template <bool kInPlace>
+VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restrict x,
+                                    const uint8_t* __restrict states, double* __restrict out,
+                                    int64_t n, ReplayTally* tally) {
+  const uint64_t k = p.k;
+  const double band = p.band;
+  const double alpha_scale = p.alpha_scale;
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0;
+  uint64_t bad = 0;
+  if (kInPlace) {
+    double* __restrict io = out;
+    for (int64_t i = 0; i < n; ++i) {
+      io[i] = BitsDouble(ReplayOne(io[i], states[i], k, band, alpha_scale, &corrections,
+                                   &illegitimate, &near_misses, &bad));
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = BitsDouble(ReplayOne(x[i], states[i], k, band, alpha_scale, &corrections,
+                                    &illegitimate, &near_misses, &bad));
+    }
+  }
+  tally->corrections += corrections;
+  tally->illegitimate += illegitimate;
+  tally->near_misses += near_misses;
+  tally->out_of_range |= bad != 0;
+}
+
+VT_PRECISION_INLINE void GridBody(uint64_t k, const double* __restrict x, double* __restrict lo,
+                                  double* __restrict hi, int64_t n, bool* out_of_range) {
+  uint64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t ux = DoubleBits(x[i]);
+    const uint64_t sign = ux & kSignBit;
+    const double a = BitsDouble(ux ^ sign);
+    const Cell c = CellOf(a, k);
+    bad |= static_cast<uint64_t>(!(a < kFp32Overflow));
+    const uint64_t g_bits = DoubleBits(c.g);
+    // Magnitudes: lo = r - g if rounded up, hi = r + g if rounded down and off the grid.
+    const double lo_mag = c.r - BitsDouble(g_bits & (0 - static_cast<uint64_t>(c.up)));
+    const double hi_mag =
+        c.r + BitsDouble(g_bits & (0 - static_cast<uint64_t>(!c.up & !c.on_grid)));
+    // For x < 0 the signed lo is -hi(|x|) and the signed hi is -lo(|x|).
+    const uint64_t neg = 0 - (sign >> 63);
+    const uint64_t lo_bits = (DoubleBits(lo_mag) & ~neg) | (DoubleBits(hi_mag) & neg);
+    const uint64_t hi_bits = (DoubleBits(hi_mag) & ~neg) | (DoubleBits(lo_mag) & neg);
+    lo[i] = BitsDouble(lo_bits | sign);
+    hi[i] = BitsDouble(hi_bits | sign);
+  }
+  *out_of_range |= bad != 0;
+}
+
+VT_PRECISION_INLINE uint64_t MaxAbsBody(const double* __restrict x, int64_t n) {
+  int64_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(DoubleBits(x[i]) & ~kSignBit);
+    m = v > m ? v : m;
+  }
+  return static_cast<uint64_t>(m);
+}
+
+VT_PRECISION_INLINE int64_t CountBody(const uint8_t* __restrict s, int64_t n, uint8_t value) {
+  int64_t total = 0;
+  constexpr int64_t kBlock = int64_t{1} << 20;  // keeps the 32-bit partial sums exact
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = start + kBlock < n ? start + kBlock : n;
+    uint32_t c = 0;
+    for (int64_t i = start; i < end; ++i) c += s[i] == value;
+    total += c;
+  }
+  return total;
+}
+
+// The dispatch table of one instruction-set variant.
+struct KernelTable {
+  void (*round[2][2])(const KernelParams&, const double*, double*, uint8_t*, int64_t,
+                      RoundTally*);  // [log][in_place]
+  void (*replay[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
+                    ReplayTally*);  // [in_place]
+  void (*grid)(uint64_t, const double*, double*, double*, int64_t, bool*);
+  uint64_t (*max_abs)(const double*, int64_t);
+  int64_t (*count)(const uint8_t*, int64_t, uint8_t);
+};
+
+// Instantiates the kernels under a target attribute. The bodies above (default target) are
+// always inlined into these, and so compiled and vectorized for the variant's ISA.
+#define VT_DEFINE_KERNEL_TABLE(NAME, TARGET)                                                      \
+  TARGET void NAME##RoundNoLog(const KernelParams& p, const double* x, double* out, uint8_t* s,   \
+                               int64_t n, RoundTally* t) {                                        \
+    RoundBody<false, false>(p, x, out, s, n, t);                                                  \
+  }                                                                                               \
+  TARGET void NAME##RoundNoLogInPlace(const KernelParams& p, const double* x, double* out,        \
+                                      uint8_t* s, int64_t n, RoundTally* t) {                     \
+    RoundBody<false, true>(p, x, out, s, n, t);                                                   \
+  }                                                                                               \
+  TARGET void NAME##RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
+                             int64_t n, RoundTally* t) {                                          \
+    RoundBody<true, false>(p, x, out, s, n, t);                                                   \
+  }                                                                                               \
+  TARGET void NAME##RoundLogInPlace(const KernelParams& p, const double* x, double* out,          \
+                                    uint8_t* s, int64_t n, RoundTally* t) {                       \
+    RoundBody<true, true>(p, x, out, s, n, t);                                                    \
+  }                                                                                               \
+  TARGET void NAME##Replay(const KernelParams& p, const double* x, const uint8_t* s, double* out, \
+                           int64_t n, ReplayTally* t) {                                           \
+    ReplayBody<false>(p, x, s, out, n, t);                                                        \
+  }                                                                                               \
+  TARGET void NAME##ReplayInPlace(const KernelParams& p, const double* x, const uint8_t* s,       \
+                                  double* out, int64_t n, ReplayTally* t) {                       \
+    ReplayBody<true>(p, x, s, out, n, t);                                                         \
+  }                                                                                               \
+  TARGET void NAME##Grid(uint64_t k, const double* x, double* lo, double* hi, int64_t n,          \
+                         bool* bad) {                                                             \
+    GridBody(k, x, lo, hi, n, bad);                                                               \
+  }                                                                                               \
+  TARGET uint64_t NAME##MaxAbs(const double* x, int64_t n) { return MaxAbsBody(x, n); }           \
+  TARGET int64_t NAME##Count(const uint8_t* s, int64_t n, uint8_t v) {                            \
+    return CountBody(s, n, v);                                                                    \
+  }                                                                                               \
+  const KernelTable k##NAME##Table = {                                                            \
+      {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {NAME##RoundLog, NAME##RoundLogInPlace}},     \
+      {NAME##Replay, NAME##ReplayInPlace},                                                        \
+      NAME##Grid,                                                                                 \
+      NAME##MaxAbs,                                                                               \
+      NAME##Count,                                                                                \
+  };
+
+#define VT_TARGET_GENERIC
+#define VT_TARGET_AVX2 __attribute__((target("avx2")))
+#define VT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+VT_DEFINE_KERNEL_TABLE(Generic, VT_TARGET_GENERIC)
+VT_DEFINE_KERNEL_TABLE(Avx2, VT_TARGET_AVX2)
+VT_DEFINE_KERNEL_TABLE(Avx512, VT_TARGET_AVX512)
+
+bool CpuHas(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kGeneric:
+      return true;
+    case KernelIsa::kAvx2:
+      return __builtin_cpu_supports("avx2");
+    case KernelIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+}
+
+const KernelTable* TableFor(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kGeneric:
+      return &kGenericTable;
+    case KernelIsa::kAvx2:
+      return &kAvx2Table;
+    case KernelIsa::kAvx512:
+      return &kAvx512Table;
+  }
+  return &kGenericTable;
+}
+
+KernelIsa IsaFromName(const std::string& name) {
+  if (name == "generic") return KernelIsa::kGeneric;
+  if (name == "avx2") return KernelIsa::kAvx2;
+  if (name == "avx512") return KernelIsa::kAvx512;
+  throw Error("VTRUN_PRECISION_ISA must be one of generic, avx2, avx512; got '" + name + "'");
+}
+
+KernelIsa DefaultIsa() {
+  if (const char* env = std::getenv("VTRUN_PRECISION_ISA"); env != nullptr && *env != '\0') {
+    KernelIsa isa = IsaFromName(env);
+    if (!CpuHas(isa))
+      throw Error("VTRUN_PRECISION_ISA=" + std::string(env) + ": this CPU lacks it");
+    return isa;
+  }
+  if (CpuHas(KernelIsa::kAvx512)) return KernelIsa::kAvx512;
+  if (CpuHas(KernelIsa::kAvx2)) return KernelIsa::kAvx2;
+  return KernelIsa::kGeneric;
+}
+
+struct Dispatch {
+  KernelIsa isa;
+  const KernelTable* table;
+};
+
+Dispatch& ActiveDispatch() {
+  static Dispatch dispatch = [] {
+    KernelIsa isa = DefaultIsa();
+    return Dispatch{isa, TableFor(isa)};
+  }();
+  return dispatch;
+}
+
+}  // namespace
+
+void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
+               RoundTally* tally) {
+  const bool log = states != nullptr;
+  const bool in_place = x == out;
+  ActiveDispatch().table->round[log][in_place](p, x, out, states, n, tally);
+}
+
+void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                int64_t n, ReplayTally* tally) {
+  ActiveDispatch().table->replay[x == out](p, x, states, out, n, tally);
+}
+
+void GridSpan(uint64_t k, const double* x, double* lo, double* hi, int64_t n, bool* out_of_range) {
+  ActiveDispatch().table->grid(k, x, lo, hi, n, out_of_range);
+}
+
+uint64_t MaxAbsBits(const double* x, int64_t n) { return ActiveDispatch().table->max_abs(x, n); }
+
+int64_t CountStates(const uint8_t* states, int64_t n, uint8_t value) {
+  return ActiveDispatch().table->count(states, n, value);
+}
+
+KernelIsa ActiveKernelIsa() { return ActiveDispatch().isa; }
+
+std::vector<KernelIsa> SupportedKernelIsas() {
+  std::vector<KernelIsa> isas;
+  for (KernelIsa isa : {KernelIsa::kGeneric, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (CpuHas(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+void SetKernelIsa(KernelIsa isa) {
+  if (!CpuHas(isa)) throw Error("this CPU cannot run the " + KernelIsaName(isa) + " kernels");
+  ActiveDispatch() = Dispatch{isa, TableFor(isa)};
+}
+
+std::string KernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kGeneric:
+      return "generic";
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+}  // namespace vt::precision

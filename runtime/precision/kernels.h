@@ -1,0 +1,90 @@
+// The raw CPU kernels of the precision core: rnd_b, window classification, replay and the
+// grid over contiguous spans of FP64 values, with no ATen and no allocation. round.h wraps
+// them for tensors (validation, parallelism, errors); use that unless you hold raw spans.
+//
+// Each kernel is one pass, branch-free per element (window.h), compiled three times: for
+// plain x86-64, AVX2 and AVX-512 (the compiler vectorizes the loops). The variant is picked
+// once from the CPU, or from the environment variable VTRUN_PRECISION_ISA
+// (generic|avx2|avx512); every variant gives bit-identical results, which the tests check.
+// Thread safety: kernels are pure functions of their inputs; concurrent calls on disjoint
+// outputs are safe. SetKernelIsa is not meant to race with running kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vt::precision {
+
+// Smallest and largest rounding amount b (bits of the FP32 word that are kept).
+constexpr int kMinBits = 10;
+constexpr int kMaxBits = 32;
+
+// Per-call constants of the window. Built by MakeKernelParams (round.cc) or by hand.
+struct KernelParams {
+  uint64_t k = 0;            // 32 - b, in [0, 22]. Default: 0 (b = 32).
+  double band = 0.25;        // Relative window term, in [0, 0.5]. Default: 0.25.
+  double alpha_scale = 0.0;  // fl(alpha * scale), >= 0. Default: 0.
+};
+
+// What a RoundSpan call saw. Counts add up over calls (callers zero them first).
+struct RoundTally {
+  int64_t down = 0;
+  int64_t up = 0;
+  int64_t exact = 0;
+  // Some element was NaN or infinite, or rounded to 2^128 or beyond. The outputs of that
+  // span are then meaningless; the caller finds the first offender with the scalar helpers.
+  bool out_of_range = false;
+};
+
+// What a ReplaySpan call saw (ROUNDING.md "Log entries and replay").
+struct ReplayTally {
+  int64_t corrections = 0;    // DOWN/UP entries whose result differs from rnd_b(x').
+  int64_t illegitimate = 0;   // DOWN/UP entries with |x' - mid(x')| > 2 w'(x').
+  int64_t near_misses = 0;    // NONE entries with |x' - mid(x')| <= w'(x') off the grid, or
+                              // < w'(x') on it (mid: the nearest, half the step below x').
+  bool out_of_range = false;  // As in RoundTally (also when a replayed hi(x') is 2^128).
+};
+
+// out[i] = rnd_b(x[i]) for i in [0, n). If `states` is not null, also states[i] = the
+// classification (0 NONE, 1 DOWN, 2 UP, 3 EXACT) and the DOWN/UP/EXACT counts are added to
+// `tally`. `out` may equal `x` exactly (in place); other overlaps are not allowed. `states`
+// must not overlap `x` or `out`.
+void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
+               RoundTally* tally);
+
+// Applies states[i] (0 NONE, 1 DOWN, 2 UP; 3 EXACT is treated as NONE, the caller writes the
+// stored value afterwards) to the auditor's x[i]: out[i] = rnd_b(x), lo(x) or hi(x) (signed
+// directions). `p.alpha_scale` must come from the auditor's own scale. Adds to `tally`.
+// `out` may equal `x` exactly.
+void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                int64_t n, ReplayTally* tally);
+
+// lo[i] = lo_b(x[i]), hi[i] = hi_b(x[i]) (signed: lo <= x <= hi). For |x| above the
+// largest grid value, hi is +-2^128 (the FP32 overflow threshold). Sets `*out_of_range` if
+// some x is NaN, infinite or >= 2^128 in magnitude.
+void GridSpan(uint64_t k, const double* x, double* lo, double* hi, int64_t n, bool* out_of_range);
+
+// The largest |x[i]| as an FP64 bit pattern (0 for n = 0). A pattern above that of +Inf
+// means a NaN was present. Vectorized integer max.
+uint64_t MaxAbsBits(const double* x, int64_t n);
+
+// Number of bytes equal to `value` in states[0, n) (a vectorized byte count).
+int64_t CountStates(const uint8_t* states, int64_t n, uint8_t value);
+
+// Instruction-set variants of the kernels.
+enum class KernelIsa { kGeneric, kAvx2, kAvx512 };
+
+// The variant in use.
+KernelIsa ActiveKernelIsa();
+
+// The variants this CPU can run (kGeneric always).
+std::vector<KernelIsa> SupportedKernelIsas();
+
+// Selects a variant (tests compare them). Throws vt::Error if the CPU lacks it.
+void SetKernelIsa(KernelIsa isa);
+
+// "generic", "avx2", "avx512".
+std::string KernelIsaName(KernelIsa isa);
+
+}  // namespace vt::precision

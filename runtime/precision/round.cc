@@ -1,0 +1,373 @@
+#include "runtime/precision/round.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/common/error.h"
+#include "runtime/precision/window.h"
+#include "runtime/tensor/dtype.h"
+
+namespace vt::precision {
+namespace {
+
+// Elements per parallel task: 512 KiB of FP64, enough to amortize the task overhead.
+constexpr int64_t kGrain = int64_t{1} << 16;
+
+constexpr uint64_t kInfinityBits = 0x7ff0000000000000ull;
+
+std::string FormatDouble(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+// Values on the FP32 grid print as their shortest FP32 form ("3.4028235e+38").
+std::string FormatGridValue(double v) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return std::string(buf, res.ptr);
+}
+
+std::string TypeName(at::ScalarType type) {
+  try {
+    return DtypeName(type);
+  } catch (const Error&) {
+    return c10::toString(type);
+  }
+}
+
+void CheckInput(const at::Tensor& x, const char* what) {
+  if (!x.defined()) throw Error(std::string(what) + " is an undefined tensor");
+  if (x.device().type() != at::kCPU) {
+    throw Error(std::string(what) + " must be a CPU tensor, got one on " + x.device().str());
+  }
+  if (x.scalar_type() != at::kDouble) {
+    throw Error(std::string(what) + " must be a float64 tensor, got " + TypeName(x.scalar_type()));
+  }
+}
+
+// `out` must be a contiguous CPU float64 tensor with x's element count, equal to x or
+// disjoint from it.
+void CheckOutput(const at::Tensor& x, const at::Tensor& out) {
+  CheckInput(out, "output");
+  if (!out.is_contiguous()) throw Error("output must be contiguous");
+  if (out.numel() != x.numel()) {
+    throw Error("output has " + std::to_string(out.numel()) + " elements but the input has " +
+                std::to_string(x.numel()));
+  }
+  if (x.numel() == 0) return;
+  const char* xb = static_cast<const char*>(x.data_ptr());
+  const char* ob = static_cast<const char*>(out.data_ptr());
+  const size_t bytes = static_cast<size_t>(x.numel()) * sizeof(double);
+  if (xb != ob && xb < ob + bytes && ob < xb + bytes) {
+    throw Error("output partially overlaps the input (in place needs the very same elements)");
+  }
+}
+
+void CheckContiguousInput(const at::Tensor& x) {
+  CheckInput(x, "input");
+  if (!x.is_contiguous()) throw Error("input must be contiguous (Round/Replay copy it for you)");
+}
+
+std::string Where(const BoundaryContext& context, int64_t index) {
+  std::string s = " at ";
+  if (!context.boundary.empty()) s += "'" + std::string(context.boundary) + "', ";
+  if (context.step >= 0) s += "step " + std::to_string(context.step) + ", ";
+  s += "index " + std::to_string(index);
+  return s;
+}
+
+bool OutOfRange(double v, uint64_t k) {
+  const double a = std::fabs(v);
+  return !(CellOf(a, k).r < kFp32Overflow);
+}
+
+// The error for an out-of-range element `v` at `index`. `overwritten`: v is the rounded
+// output of an in-place call (the input value is gone).
+[[noreturn]] void ThrowRangeError(const BoundaryContext& context, int64_t index, double v, int bits,
+                                  bool overwritten) {
+  const std::string where = Where(context, index);
+  if (std::isnan(v)) throw Error("NaN" + where);
+  if (std::isinf(v) && !overwritten) throw Error("infinite value" + where + ": " + FormatDouble(v));
+  const std::string limit = "largest value on the b = " + std::to_string(bits) +
+                            " grid: " + FormatGridValue(LargestGridValue(bits));
+  if (overwritten) {
+    throw Error("overflow" + where + ": the value (overwritten in place) is infinite or its " +
+                "result is " + FormatDouble(std::copysign(kFp32Overflow, v)) +
+                " or beyond, outside the FP32 range (" + limit + ")");
+  }
+  throw Error("overflow" + where + ": " + FormatDouble(v) + " rounds beyond the FP32 range (" +
+              limit + ")");
+}
+
+// Finds and reports the first element of x whose rnd_b is out of range. Must not return.
+[[noreturn]] void ReportFirstOutOfRange(const double* x, int64_t n, int bits,
+                                        const BoundaryContext& context, bool overwritten) {
+  const uint64_t k = static_cast<uint64_t>(32 - bits);
+  for (int64_t i = 0; i < n; ++i) {
+    if (OutOfRange(x[i], k)) ThrowRangeError(context, i, x[i], bits, overwritten);
+  }
+  throw Error("internal error: the kernel reported an out-of-range value that a rescan missed");
+}
+
+// max |x| over the tensor; raises the range error for NaN/Inf.
+double ComputeScale(const double* x, int64_t n, int bits, const BoundaryContext& context) {
+  std::mutex mu;
+  uint64_t max_bits = 0;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    const uint64_t m = MaxAbsBits(x + begin, end - begin);
+    std::lock_guard<std::mutex> lock(mu);
+    if (m > max_bits) max_bits = m;
+  });
+  if (max_bits >= kInfinityBits) ReportFirstOutOfRange(x, n, bits, context, false);
+  return BitsDouble(max_bits);
+}
+
+// The EXACT list of a record whose states were just written: the positions holding 3, with
+// the FP32 bits of the rounded outputs there (exact: outputs are on the grid).
+std::vector<ExactEntry> CollectExact(const uint8_t* states, const double* out, int64_t n,
+                                     int64_t count) {
+  std::vector<ExactEntry> exact;
+  exact.reserve(static_cast<size_t>(count));
+  const uint8_t* p = states;
+  const uint8_t* end = states + n;
+  while (p < end) {
+    const void* hit =
+        std::memchr(p, static_cast<int>(LogState::kExact), static_cast<size_t>(end - p));
+    if (hit == nullptr) break;
+    const uint8_t* q = static_cast<const uint8_t*>(hit);
+    const int64_t pos = q - states;
+    exact.push_back(ExactEntry{pos, FloatBits(static_cast<float>(out[pos]))});
+    p = q + 1;
+  }
+  return exact;
+}
+
+}  // namespace
+
+void RoundOptions::Validate() const {
+  if (bits < kMinBits || bits > kMaxBits) {
+    throw Error("bits must be an integer in [10, 32], got " + std::to_string(bits));
+  }
+  if (!(band >= 0.0 && band <= 0.5)) {
+    throw Error("band must be in [0, 0.5], got " + FormatDouble(band));
+  }
+  if (!(alpha >= 0.0 && std::isfinite(alpha))) {
+    throw Error("alpha must be finite and >= 0, got " + FormatDouble(alpha));
+  }
+}
+
+KernelParams MakeKernelParams(const RoundOptions& options, double scale) {
+  KernelParams p;
+  p.k = static_cast<uint64_t>(32 - options.bits);
+  p.band = options.band;
+  p.alpha_scale = options.alpha * scale;
+  return p;
+}
+
+double LargestGridValue(int bits) {
+  if (bits < kMinBits || bits > kMaxBits) {
+    throw Error("bits must be an integer in [10, 32], got " + std::to_string(bits));
+  }
+  const uint32_t mask = (uint32_t{1} << (32 - bits)) - 1;
+  return static_cast<double>(BitsFloat(0x7f7fffffu & ~mask));
+}
+
+double RoundValue(double x, int bits) {
+  RoundOptions options;
+  options.bits = bits;
+  options.Validate();
+  const uint64_t k = static_cast<uint64_t>(32 - bits);
+  if (OutOfRange(x, k)) ThrowRangeError(BoundaryContext{}, 0, x, bits, false);
+  const uint64_t ux = DoubleBits(x);
+  const uint64_t sign = ux & kSignBit;
+  return BitsDouble(DoubleBits(CellOf(BitsDouble(ux ^ sign), k).r) | sign);
+}
+
+RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
+                     LogRecord* log, const BoundaryContext& context) {
+  options.Validate();
+  CheckContiguousInput(x);
+  CheckOutput(x, out);
+  const int64_t n = x.numel();
+  const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
+  double* op = n > 0 ? out.data_ptr<double>() : nullptr;
+  const bool in_place = xp == op;
+
+  RoundStats stats;
+  if (options.alpha > 0.0) stats.scale = ComputeScale(xp, n, options.bits, context);
+  const KernelParams params = MakeKernelParams(options, stats.scale);
+  uint8_t* states = log != nullptr ? log->ResetForWrite(n) : nullptr;
+
+  std::mutex mu;
+  RoundTally total;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    RoundTally t;
+    RoundSpan(params, xp + begin, op + begin, states != nullptr ? states + begin : nullptr,
+              end - begin, &t);
+    std::lock_guard<std::mutex> lock(mu);
+    total.down += t.down;
+    total.up += t.up;
+    total.exact += t.exact;
+    total.out_of_range |= t.out_of_range;
+  });
+  if (total.out_of_range) {
+    ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
+  }
+  if (log != nullptr) {
+    stats.counts.down = total.down;
+    stats.counts.up = total.up;
+    stats.counts.exact = total.exact;
+    stats.counts.none = n - total.down - total.up - total.exact;
+    std::vector<ExactEntry> exact;
+    if (total.exact > 0) exact = CollectExact(states, op, n, total.exact);
+    log->FinishWrite(stats.counts, std::move(exact));
+  }
+  return stats;
+}
+
+RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log,
+                  const BoundaryContext& context) {
+  options.Validate();
+  CheckInput(x, "input");
+  const at::Tensor xc = x.contiguous();
+  RoundResult result;
+  result.rounded = at::empty(xc.sizes(), xc.options());
+  result.stats = RoundInto(xc, result.rounded, options, log, context);
+  return result;
+}
+
+ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
+                        const RoundOptions& options, const BoundaryContext& context) {
+  options.Validate();
+  CheckContiguousInput(x);
+  CheckOutput(x, out);
+  const int64_t n = x.numel();
+  if (log.size() != n) {
+    throw Error("log record has " + std::to_string(log.size()) + " elements but the tensor has " +
+                std::to_string(n));
+  }
+  const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
+  double* op = n > 0 ? out.data_ptr<double>() : nullptr;
+  const bool in_place = xp == op;
+
+  ReplayReport report;
+  report.elements = n;
+  report.logged = log.counts().logged();
+  if (options.alpha > 0.0) report.scale = ComputeScale(xp, n, options.bits, context);
+  const KernelParams params = MakeKernelParams(options, report.scale);
+
+  // The auditor's values at EXACT positions, read before an in-place pass overwrites them.
+  const std::vector<ExactEntry>& exact = log.exact();
+  std::vector<double> exact_x(exact.size());
+  for (size_t j = 0; j < exact.size(); ++j) exact_x[j] = xp[exact[j].position];
+
+  const uint8_t* states = log.states();
+  std::mutex mu;
+  ReplayTally total;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    ReplayTally t;
+    ReplaySpan(params, xp + begin, states + begin, op + begin, end - begin, &t);
+    std::lock_guard<std::mutex> lock(mu);
+    total.corrections += t.corrections;
+    total.illegitimate += t.illegitimate;
+    total.near_misses += t.near_misses;
+    total.out_of_range |= t.out_of_range;
+  });
+  if (total.out_of_range) {
+    // Either an input is out of range, or a DOWN/UP entry asked for +-2^128.
+    for (int64_t i = 0; i < n; ++i) {
+      if (in_place) {
+        if (std::fabs(op[i]) < kFp32Overflow) continue;
+        ThrowRangeError(context, i, op[i], options.bits, /*overwritten=*/true);
+      }
+      if (OutOfRange(xp[i], params.k)) {
+        ThrowRangeError(context, i, xp[i], options.bits, /*overwritten=*/false);
+      }
+      if (std::fabs(op[i]) < kFp32Overflow) continue;
+      throw Error(
+          "overflow" + Where(context, i) + ": replaying the " +
+          std::string(states[i] == 2 ? "UP" : "DOWN") + " entry on " + FormatDouble(xp[i]) +
+          " gives " + FormatDouble(op[i]) +
+          ", beyond the FP32 range (largest value on the b = " + std::to_string(options.bits) +
+          " grid: " + FormatGridValue(LargestGridValue(options.bits)) + ")");
+    }
+    throw Error(
+        "internal error: the replay kernel reported an out-of-range value that a rescan missed");
+  }
+
+  // EXACT entries: the stored value replaces rnd_b(x') that the kernel wrote.
+  for (size_t j = 0; j < exact.size(); ++j) {
+    const double xv = exact_x[j];
+    const double v = exact[j].value();
+    const uint64_t ux = DoubleBits(xv);
+    const uint64_t sign = ux & kSignBit;
+    const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
+    const double rnd = BitsDouble(DoubleBits(c.r) | sign);
+    if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
+    const double w = Window(params.band, c.g, params.alpha_scale);
+    if (std::fabs(xv - v) > 2.0 * w + c.g) ++total.illegitimate;
+    op[exact[j].position] = v;
+  }
+  report.corrections = total.corrections;
+  report.illegitimate = total.illegitimate;
+  report.near_misses = total.near_misses;
+  return report;
+}
+
+ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
+                    const BoundaryContext& context) {
+  options.Validate();
+  CheckInput(x, "input");
+  const at::Tensor xc = x.contiguous();
+  ReplayResult result;
+  result.rounded = at::empty(xc.sizes(), xc.options());
+  result.report = ReplayInto(xc, log, result.rounded, options, context);
+  return result;
+}
+
+GridResult Grid(const at::Tensor& x, int bits) {
+  RoundOptions options;
+  options.bits = bits;
+  options.Validate();
+  CheckInput(x, "input");
+  const at::Tensor xc = x.contiguous();
+  GridResult result;
+  result.lo = at::empty(xc.sizes(), xc.options());
+  result.hi = at::empty(xc.sizes(), xc.options());
+  const int64_t n = xc.numel();
+  if (n == 0) return result;
+  const double* xp = xc.data_ptr<double>();
+  double* lo = result.lo.data_ptr<double>();
+  double* hi = result.hi.data_ptr<double>();
+  const uint64_t k = static_cast<uint64_t>(32 - bits);
+  std::mutex mu;
+  bool bad = false;
+  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    bool b = false;
+    GridSpan(k, xp + begin, lo + begin, hi + begin, end - begin, &b);
+    std::lock_guard<std::mutex> lock(mu);
+    bad |= b;
+  });
+  if (bad) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = xp[i];
+      if (std::fabs(v) < kFp32Overflow) continue;
+      const std::string where = Where(BoundaryContext{}, i);
+      if (std::isnan(v)) throw Error("NaN" + where);
+      if (std::isinf(v)) throw Error("infinite value" + where + ": " + FormatDouble(v));
+      throw Error("overflow" + where + ": " + FormatDouble(v) +
+                  " is beyond the FP32 range (|x| >= 2^128)");
+    }
+  }
+  return result;
+}
+
+}  // namespace vt::precision

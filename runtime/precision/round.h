@@ -1,0 +1,121 @@
+// Rounding FP64 tensors onto the b-grid, with the logging window, and replaying a log:
+// the tensor-level API of ROUNDING.md ("Primitives", "The logging window", "Log entries and
+// replay"). This is what the trainer and the auditor call at every boundary.
+//
+//   Round(x, opts, &record)        y = rnd_b(x), and the record of per-element decisions
+//   Replay(x', record, opts)       y' = the trainer's rounding applied to the auditor's x'
+//   Grid(x, bits)                  lo_b(x), hi_b(x)
+//
+// Inputs are CPU float64 tensors of any shape (non-contiguous ones are copied first by
+// Round/Replay/Grid; the *Into variants require contiguous tensors). Elements are addressed
+// by their 0-based flat index in row-major order, in records and in error messages.
+// Work is one vectorized pass over the elements (two when alpha > 0: the first finds the
+// scale), split over LibTorch's intra-op threads; results never depend on the thread count.
+//
+// Errors (vt::Error), never silent: a NaN or infinite input, or a value whose rnd_b is
+// beyond the FP32 range (it would round to 2^128), raises
+//   "overflow at 'block3.attn.proj:fwd', step 41, index 1023: 4.1e+38 rounds beyond the FP32
+//    range (largest value on the b = 32 grid: 3.4028235e+38)"
+// naming the boundary and step from BoundaryContext (omitted when not given) and the first
+// offending index. Bad options, dtypes, devices or sizes also raise vt::Error.
+// Thread safety: the functions are reentrant; concurrent calls must use distinct outputs
+// and records. A LogRecord must not be read while a call writes it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/precision/kernels.h"
+#include "runtime/precision/log_record.h"
+
+namespace vt::precision {
+
+// How to round and classify; the same fields configure the auditor's replay window.
+struct RoundOptions {
+  int bits = 32;       // b: leading bits of the FP32 word kept, in [10, 32]. Default: 32.
+  double band = 0.25;  // Window term in units of spacing(x), in [0, 0.5]. Default: 0.25.
+  double alpha = 0.0;  // Window term in units of the tensor's max |x|, finite, >= 0. Default: 0.
+
+  // Throws vt::Error naming the field, the allowed range and the value.
+  void Validate() const;
+};
+
+// Where a rounding happens, for error messages. The view must outlive the call.
+struct BoundaryContext {
+  std::string_view boundary;  // e.g. "layer2.0.conv1:fwd". Default: "" (not named).
+  int64_t step = -1;          // Training step. Default: -1 (not named).
+};
+
+struct RoundStats {
+  double scale = 0.0;  // max |x| when alpha > 0; 0 when alpha = 0 (then not computed).
+  StateCounts counts;  // The record's counts; all zero when no record was written.
+};
+
+struct RoundResult {
+  at::Tensor rounded;  // float64, same shape as x, contiguous.
+  RoundStats stats;
+};
+
+// rnd_b of every element of `x`. If `log` is not null it is overwritten with the record of
+// this call (its buffers are reused). Throws vt::Error (see the file comment); on error the
+// contents of `*log` are unspecified.
+RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log = nullptr,
+                  const BoundaryContext& context = {});
+
+// As Round, writing into `out`: contiguous CPU float64 with x's number of elements (any
+// shape). `out` may be `x` itself (in place) but must not partially overlap it. On error the
+// contents of `out` and `*log` are unspecified.
+RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
+                     LogRecord* log = nullptr, const BoundaryContext& context = {});
+
+// What a replay found (ROUNDING.md). Each count is over this call's elements.
+struct ReplayReport {
+  int64_t elements = 0;      // Elements replayed.
+  int64_t logged = 0;        // DOWN + UP + EXACT entries in the record.
+  int64_t corrections = 0;   // Entries whose result differs (bitwise) from rnd_b(x').
+  int64_t illegitimate = 0;  // DOWN/UP with |x'-mid(x')| > 2w'(x'); EXACT with
+                             // |x'-v| > 2w'(x') + spacing(x') (evaluated in FP64).
+  int64_t near_misses = 0;   // NONE entries off the grid with |x'-mid(x')| <= w'(x'), or on
+                             // the grid with the nearest midpoint closer than w'(x').
+  // For x' on the grid, mid(x') is the nearest midpoint: half the grid step below x' away.
+  double scale = 0.0;  // The replayer's max |x'| (0 when alpha = 0).
+};
+
+struct ReplayResult {
+  at::Tensor rounded;  // float64, same shape as x, contiguous.
+  ReplayReport report;
+};
+
+// Applies `log` to the auditor's values `x` with the auditor's window `options` (bits must
+// be the trainer's). NONE -> rnd_b(x'), DOWN -> lo_b(x'), UP -> hi_b(x'), EXACT -> the stored
+// value. On the grid lo = hi = x'. Throws vt::Error if log.size() != x.numel() ("log record
+// has N elements but the tensor has M"), on NaN/Inf/out-of-range values (also when an UP
+// entry asks for 2^128), and on bad options.
+ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
+                    const BoundaryContext& context = {});
+
+// As Replay, writing into `out` (same rules as RoundInto's `out`).
+ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
+                        const RoundOptions& options, const BoundaryContext& context = {});
+
+struct GridResult {
+  at::Tensor lo;  // lo_b(x): the largest grid value <= x. float64, x's shape.
+  at::Tensor hi;  // hi_b(x): the smallest grid value >= x (+-2^128 beyond the largest).
+};
+
+// The b-grid neighbours of every element. Throws vt::Error for bits outside [10, 32] and
+// for NaN, infinite or |x| >= 2^128 values (naming the first index).
+GridResult Grid(const at::Tensor& x, int bits);
+
+// rnd_b of one value. Throws vt::Error as Round does.
+double RoundValue(double x, int bits);
+
+// The kernel constants for `options` and a tensor scale (alpha_scale = alpha * scale).
+KernelParams MakeKernelParams(const RoundOptions& options, double scale);
+
+// The largest value on the b-grid: FLT_MAX with its low 32 - b bits cleared.
+double LargestGridValue(int bits);
+
+}  // namespace vt::precision

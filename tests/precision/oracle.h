@@ -1,0 +1,261 @@
+// A slow, independent oracle for ROUNDING.md, used only by the tests. It shares no code with
+// runtime/precision: the FP32 neighbours come from the C++ float conversion plus
+// std::nextafter stepping and integer arithmetic on FP32 patterns; ties are decided by
+// exact comparison of 2|x| with lo + hi; the window test uses an error-free TwoSum instead
+// of the kernel's Sterbenz argument. Also a seeded value generator for random and
+// adversarial inputs (std::mt19937_64, whose output is fully specified by the standard).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace vt::precision::oracle {
+
+inline uint32_t F32Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float F32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline uint64_t F64Bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+inline double F64(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
+
+// The FP32 pattern value 0x7f800000 (infinity) stands for the virtual grid point 2^128.
+inline double PatternValue(uint64_t pattern) {
+  if (pattern >= 0x7f800000u) return std::ldexp(1.0, 128);
+  return static_cast<double>(F32(static_cast<uint32_t>(pattern)));
+}
+
+struct Grid {
+  bool out_of_range = false;  // NaN, Inf, or rnd_b at or beyond 2^128
+  bool on_grid = false;
+  double lo = 0, hi = 0, rnd = 0;  // signed
+  double step = 0;                 // spacing: hi - lo, or for on-grid values the step above |x|
+  double step_below = 0;           // on the grid: the step below |x| (the step above for 0)
+};
+
+// The b-grid around x.
+inline Grid GridOf(double x, int bits) {
+  Grid g;
+  if (!std::isfinite(x) || std::fabs(x) >= std::ldexp(1.0, 128)) {
+    g.out_of_range = true;
+    return g;
+  }
+  const int k = 32 - bits;
+  const double a = std::fabs(x);
+  // t: the largest FP32 value <= a.
+  float t = static_cast<float>(a);
+  if (std::isinf(t)) t = std::numeric_limits<float>::max();
+  while (static_cast<double>(t) > a) t = std::nextafter(t, 0.0f);
+  const uint64_t unit = uint64_t{1} << k;
+  const uint64_t lo_p = F32Bits(t) / unit * unit;
+  double lo = PatternValue(lo_p);
+  double hi, rnd;
+  if (lo == a) {
+    hi = rnd = lo;
+    g.on_grid = true;
+    g.step = PatternValue(lo_p + unit) - lo;
+    g.step_below = lo_p == 0 ? g.step : lo - PatternValue(lo_p - unit);
+  } else {
+    hi = PatternValue(lo_p + unit);
+    g.step = hi - lo;
+    const double twice = 2.0 * a;  // exact
+    const double sum = lo + hi;    // exact: both have at most 24 significant bits
+    if (twice < sum) {
+      rnd = lo;
+    } else if (twice > sum) {
+      rnd = hi;
+    } else {
+      rnd = ((lo_p / unit) % 2 == 0) ? lo : hi;
+    }
+  }
+  if (rnd >= std::ldexp(1.0, 128)) g.out_of_range = true;
+  if (std::signbit(x)) {
+    g.lo = -hi;
+    g.hi = -lo;
+    g.rnd = -rnd;
+  } else {
+    g.lo = lo;
+    g.hi = hi;
+    g.rnd = rnd;
+  }
+  return g;
+}
+
+// |a - b| <= w in exact arithmetic (a, b, w finite doubles, w >= 0), via TwoSum.
+inline bool AbsDiffAtMost(double a, double b, double w) {
+  const double s = a - b;
+  const double bb = s - a;
+  const double err = (a - (s - bb)) + (-b - bb);  // a - b = s + err exactly
+  // v = s + err with |err| <= ulp(s)/2, so v is on the same side of +-w as s unless s = +-w.
+  const bool le_w = s < w || (s == w && err <= 0);
+  const bool ge_minus_w = -s < w || (-s == w && err >= 0);
+  return le_w && ge_minus_w;
+}
+
+// 0 none, 1 down, 2 up, 3 exact (ROUNDING.md's table). Requires !GridOf(x).out_of_range.
+inline int StateOf(double x, int bits, double band, double alpha_scale) {
+  const Grid g = GridOf(x, bits);
+  if (g.on_grid) return 0;
+  const double spacing = g.hi - g.lo;
+  const double mid = (g.lo + g.hi) / 2;
+  const double w = band * spacing + alpha_scale;
+  if (!AbsDiffAtMost(x, mid, w)) return 0;
+  if (w > spacing / 4) return 3;
+  return g.rnd == g.lo ? 1 : 2;
+}
+
+struct ReplayOutcome {
+  bool out_of_range = false;
+  double result = 0;
+  bool correction = false;
+  bool illegitimate = false;
+  bool near_miss = false;
+};
+
+// Replaying one entry (state, and the stored value for EXACT) on the auditor's x.
+inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, double band,
+                               double alpha_scale) {
+  ReplayOutcome o;
+  const Grid g = GridOf(x, bits);
+  if (g.out_of_range) {
+    o.out_of_range = true;
+    return o;
+  }
+  const double mid = g.on_grid ? x : (g.lo + g.hi) / 2;
+  const double w = band * g.step + alpha_scale;
+  switch (state) {
+    case 0:
+      o.result = g.rnd;
+      // Off the grid: its own midpoint within w. On the grid: the nearest midpoint (half the
+      // step below) strictly nearer than w, where an honest divergence could cross it.
+      o.near_miss = g.on_grid ? g.step_below / 2 < w : AbsDiffAtMost(x, mid, w);
+      break;
+    case 1:
+    case 2:
+      o.result = state == 1 ? g.lo : g.hi;
+      if (std::fabs(o.result) >= std::ldexp(1.0, 128)) o.out_of_range = true;
+      o.illegitimate = g.on_grid ? g.step_below / 2 > 2 * w : !AbsDiffAtMost(x, mid, 2 * w);
+      break;
+    default:
+      o.result = stored;
+      o.illegitimate = std::fabs(x - stored) > 2 * w + g.step;
+      break;
+  }
+  o.correction = F64Bits(o.result) != F64Bits(g.rnd);
+  return o;
+}
+
+// The seed of a randomized test: VT_TEST_SEED if set, else a fresh random one. Printed.
+inline uint64_t TestSeed(const char* test) {
+  uint64_t seed;
+  if (const char* env = std::getenv("VT_TEST_SEED"); env != nullptr && *env != '\0') {
+    seed = std::strtoull(env, nullptr, 0);
+  } else {
+    std::random_device rd;
+    seed = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  std::cout << test << ": seed " << seed << " (rerun with VT_TEST_SEED=" << seed << ")"
+            << std::endl;
+  return seed;
+}
+
+// Random and adversarial FP64 values for grid tests (all finite, |x| < 2^128 unless asked).
+class ValueGenerator {
+ public:
+  explicit ValueGenerator(uint64_t seed) : rng_(seed) {}
+
+  uint64_t Bits() { return rng_(); }
+  double Unit() { return static_cast<double>(rng_() >> 11) * 0x1p-53; }
+  int Int(int lo, int hi) {
+    return lo + static_cast<int>(rng_() % static_cast<uint64_t>(hi - lo + 1));
+  }
+
+  // A random finite value with an exponent in [-160, 127] (FP32 normals, subnormals, and
+  // values below half the smallest subnormal), random mantissa and sign.
+  double Wide() {
+    const int e = Int(-160, 127);
+    const uint64_t mant = rng_() & ((uint64_t{1} << 52) - 1);
+    double v = std::ldexp(1.0 + static_cast<double>(mant) * 0x1p-52, e);
+    return (rng_() & 1) ? -v : v;
+  }
+
+  // A value at or within a few FP64 ulps of a b-grid point or a midpoint (ties), at a random
+  // exponent (including the subnormal range and the top of the FP32 range).
+  double NearGridOrMid(int bits) {
+    const int k = 32 - bits;
+    const uint64_t unit = uint64_t{1} << k;
+    uint32_t p;
+    switch (Int(0, 4)) {
+      case 0:  // anywhere
+        p = static_cast<uint32_t>(rng_() % 0x7f7fffffu);
+        break;
+      case 1:  // subnormals and the smallest normals
+        p = static_cast<uint32_t>(rng_() % 0x01000000u);
+        break;
+      case 2:  // just below a power of two (top of a binade)
+        p = static_cast<uint32_t>(((rng_() % 254) << 23) | (0x7fffffu & ~(unit - 1)));
+        break;
+      case 3:  // near FLT_MAX
+        p = 0x7f7fffffu - static_cast<uint32_t>(rng_() % (4 * unit));
+        break;
+      default:  // a power of two
+        p = static_cast<uint32_t>((rng_() % 254) << 23);
+        break;
+    }
+    p = static_cast<uint32_t>(p / unit * unit);
+    const double lo = PatternValue(p);
+    const double hi = PatternValue(p + unit);
+    double base = Int(0, 1) ? lo : (lo + hi) / 2;  // grid point or midpoint
+    // Step a few FP64 ulps away (possibly zero steps).
+    const int steps = Int(-3, 3);
+    for (int i = 0; i < std::abs(steps); ++i) {
+      base = std::nextafter(base, steps > 0 ? INFINITY : 0.0);
+    }
+    if (base >= std::ldexp(1.0, 128)) base = lo;
+    return (rng_() & 1) ? -base : base;
+  }
+
+  // A random value from one of the shapes above, or a Gaussian-like value.
+  double Any(int bits) {
+    switch (Int(0, 3)) {
+      case 0:
+        return Wide();
+      case 1:
+        return NearGridOrMid(bits);
+      case 2: {  // roughly Gaussian magnitudes around 1
+        double s = 0;
+        for (int i = 0; i < 4; ++i) s += Unit() - 0.5;
+        return s * 1.7;
+      }
+      default: {  // tiny values around zero (cancellation), mixed with exact zeros
+        if (Int(0, 15) == 0) return (rng_() & 1) ? -0.0 : 0.0;
+        return std::ldexp(Unit() - 0.5, -Int(100, 1074));
+      }
+    }
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+}  // namespace vt::precision::oracle

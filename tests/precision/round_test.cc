@@ -1,0 +1,553 @@
+// rnd_b, the window classification and the grid (runtime/precision/round.h) against known
+// answers, exhaustive edge cases and the independent oracle (oracle.h), under every kernel
+// variant the CPU supports.
+#include "runtime/precision/round.h"
+
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "runtime/common/error.h"
+#include "runtime/random/philox.h"
+#include "tests/precision/helpers.h"
+#include "tests/precision/oracle.h"
+
+namespace {
+
+using vt::precision::BoundaryContext;
+using vt::precision::Grid;
+using vt::precision::KernelIsa;
+using vt::precision::LogRecord;
+using vt::precision::Round;
+using vt::precision::RoundInto;
+using vt::precision::RoundOptions;
+using vt::precision::RoundValue;
+using vt::precision::StateCounts;
+using vt::precision::testing::Bits;
+using vt::precision::testing::IsaGuard;
+using vt::precision::testing::ThreadGuard;
+using vt::precision::testing::ToTensor;
+using vt::precision::testing::ToVector;
+namespace oracle = vt::precision::oracle;
+
+double P2(int e) { return std::ldexp(1.0, e); }
+
+std::string Hex(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+RoundOptions Options(int bits, double band = 0.25, double alpha = 0.0) {
+  RoundOptions o;
+  o.bits = bits;
+  o.band = band;
+  o.alpha = alpha;
+  return o;
+}
+
+// Runs fn once per kernel variant this CPU supports, naming it in failure messages.
+void ForEachIsa(const std::function<void()>& fn) {
+  IsaGuard guard;
+  for (KernelIsa isa : vt::precision::SupportedKernelIsas()) {
+    vt::precision::SetKernelIsa(isa);
+    INFO("kernel variant " << vt::precision::KernelIsaName(isa));
+    fn();
+  }
+}
+
+// The oracle's expectations for xs under `options` (scale computed independently).
+struct Expected {
+  std::vector<double> rnd;
+  std::vector<uint8_t> states;
+  StateCounts counts;
+};
+
+Expected Expect(const std::vector<double>& xs, const RoundOptions& options) {
+  double scale = 0.0;
+  if (options.alpha > 0) {
+    for (double v : xs) scale = std::max(scale, std::fabs(v));
+  }
+  const double alpha_scale = options.alpha * scale;
+  Expected e;
+  for (double v : xs) {
+    const oracle::Grid g = oracle::GridOf(v, options.bits);
+    REQUIRE_FALSE(g.out_of_range);
+    e.rnd.push_back(g.rnd);
+    const int s = oracle::StateOf(v, options.bits, options.band, alpha_scale);
+    e.states.push_back(static_cast<uint8_t>(s));
+    (s == 0 ? e.counts.none : s == 1 ? e.counts.down : s == 2 ? e.counts.up : e.counts.exact) += 1;
+  }
+  return e;
+}
+
+// Round(xs) must equal the oracle in every output bit, state and EXACT value.
+void CheckRound(const std::vector<double>& xs, const RoundOptions& options, const Expected& e) {
+  LogRecord record;
+  const auto result = Round(ToTensor(xs), options, &record);
+  const std::vector<double> out = ToVector(result.rounded);
+  std::string failures;
+  int shown = 0;
+  size_t next_exact = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const bool value_ok = Bits(out[i]) == Bits(e.rnd[i]);
+    const bool state_ok = record.states()[i] == e.states[i];
+    bool exact_ok = true;
+    if (e.states[i] == 3) {
+      exact_ok =
+          next_exact < record.exact().size() &&
+          record.exact()[next_exact].position == static_cast<int64_t>(i) &&
+          record.exact()[next_exact].fp32_bits == oracle::F32Bits(static_cast<float>(e.rnd[i]));
+      ++next_exact;
+    }
+    if ((!value_ok || !state_ok || !exact_ok) && shown++ < 5) {
+      failures += "x=" + Hex(xs[i]) + " b=" + std::to_string(options.bits) +
+                  " band=" + std::to_string(options.band) + " alpha=" + Hex(options.alpha) +
+                  ": rnd " + Hex(out[i]) + " expected " + Hex(e.rnd[i]) + ", state " +
+                  std::to_string(record.states()[i]) + " expected " + std::to_string(e.states[i]) +
+                  (exact_ok ? "" : ", EXACT entry wrong") + "\n";
+    }
+  }
+  INFO(failures);
+  CHECK(shown == 0);
+  CHECK(record.counts() == e.counts);
+  CHECK(record.exact().size() == static_cast<size_t>(e.counts.exact));
+  CHECK(result.stats.counts == e.counts);
+}
+
+// Grid points and their neighbourhoods for every interesting part of the FP32 range.
+std::vector<double> EdgeValues(int bits) {
+  const uint64_t unit = uint64_t{1} << (32 - bits);
+  std::vector<uint64_t> anchors = {0,
+                                   unit,
+                                   2 * unit,
+                                   3 * unit,
+                                   0x00800000u - unit,  // largest subnormal grid point
+                                   0x00800000u,         // smallest normal
+                                   0x00800000u + unit,
+                                   0x01000000u - unit,  // top of the smallest normal binade
+                                   0x01000000u,
+                                   0x3f800000u - unit,  // just below 1
+                                   0x3f800000u,         // 1
+                                   0x3f800000u + unit,
+                                   0x40000000u - unit,  // just below 2
+                                   0x40000000u,
+                                   0x4b800000u - unit,
+                                   0x7f000000u - unit,
+                                   0x7f000000u,
+                                   (0x7f7fffffu & ~(unit - 1)) - unit};        // below the largest
+  for (uint64_t e = 1; e < 254; e += 23) anchors.push_back((e << 23) - unit);  // binade tops
+  std::vector<double> values;
+  for (uint64_t p : anchors) {
+    const double lo = oracle::PatternValue(p);
+    const double hi = oracle::PatternValue(p + unit);
+    const double mid = (lo + hi) / 2;
+    const double q1 = lo + (hi - lo) / 4;  // band-0.25 window edges
+    const double q3 = lo + 3 * (hi - lo) / 4;
+    for (double base : {lo, mid, q1, q3, hi}) {
+      for (double v : {base, std::nextafter(base, 0.0), std::nextafter(base, INFINITY)}) {
+        if (v >= P2(128) || !std::isfinite(v)) continue;
+        if (oracle::GridOf(v, bits).out_of_range) continue;
+        values.push_back(v);
+        values.push_back(-v);
+      }
+    }
+  }
+  // Values below half the smallest grid spacing, and the signed zeros.
+  for (double v : {0.0, P2(-1074), P2(-600), P2(-150), P2(-149)}) {
+    values.push_back(v);
+    values.push_back(-v);
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("round: known answers at b = 32, 26 and 10 (ties to even, carries, subnormals)") {
+  // b = 32: exactly (double)(float)x.
+  CHECK(RoundValue(1 + P2(-24), 32) == 1.0);                    // tie -> even (1)
+  CHECK(RoundValue(1 + 3 * P2(-24), 32) == 1 + P2(-22));        // tie -> even (1 + 2^-22)
+  CHECK(RoundValue(1 + P2(-24) + P2(-52), 32) == 1 + P2(-23));  // just above the tie
+  CHECK(RoundValue(2 - P2(-24), 32) == 2.0);                    // tie at the binade top: carry
+  CHECK(RoundValue(2 - P2(-24) - P2(-52), 32) == 2 - P2(-23));  // just below it
+  CHECK(RoundValue(1 - P2(-25), 32) == 1.0);                    // tie below 1 (spacing 2^-24)
+  CHECK(RoundValue(P2(-150), 32) == 0.0);                       // half the smallest subnormal
+  CHECK(RoundValue(P2(-150) + P2(-200), 32) == P2(-149));
+  CHECK(RoundValue(3 * P2(-150), 32) == P2(-148));  // tie -> even multiple
+  CHECK(RoundValue(FLT_MAX + P2(102), 32) == FLT_MAX);
+  CHECK(RoundValue(-(1 + P2(-24)), 32) == -1.0);
+  CHECK(std::signbit(RoundValue(-P2(-160), 32)));  // -tiny -> -0
+  CHECK(std::signbit(RoundValue(-0.0, 32)));
+  // b = 26: 17 explicit mantissa bits, grid spacing 2^-17 at 1, 2^-143 at the bottom.
+  CHECK(RoundValue(1 + P2(-18), 26) == 1.0);
+  CHECK(RoundValue(1 + 3 * P2(-18), 26) == 1 + P2(-16));
+  CHECK(RoundValue(P2(-144), 26) == 0.0);
+  CHECK(RoundValue(1.5 * P2(-143), 26) == P2(-142));
+  CHECK(RoundValue(2 - P2(-18), 26) == 2.0);
+  // b = 10: one explicit mantissa bit; {1, 1.5, 2} in [1, 2].
+  CHECK(RoundValue(1.25, 10) == 1.0);
+  CHECK(RoundValue(1.75, 10) == 2.0);
+  CHECK(RoundValue(-1.75, 10) == -2.0);
+  CHECK(RoundValue(1.3, 10) == 1.5);
+  CHECK(vt::precision::LargestGridValue(32) == FLT_MAX);
+  CHECK(oracle::F32Bits(static_cast<float>(vt::precision::LargestGridValue(26))) == 0x7f7fffc0u);
+}
+
+TEST_CASE("round: b = 32 equals (double)(float)x") {
+  const uint64_t seed = oracle::TestSeed("round: b = 32 equals (double)(float)x");
+  oracle::ValueGenerator gen(seed);
+  std::vector<double> xs;
+  for (int i = 0; i < 1000000; ++i) {
+    double v = gen.Any(32);
+    if (std::fabs(v) >= FLT_MAX) continue;
+    xs.push_back(v);
+  }
+  ForEachIsa([&] {
+    const std::vector<double> out = ToVector(Round(ToTensor(xs), Options(32), nullptr).rounded);
+    int bad = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      if (Bits(out[i]) != Bits(static_cast<double>(static_cast<float>(xs[i])))) {
+        if (bad++ < 5) UNSCOPED_INFO("x=" << Hex(xs[i]) << " got " << Hex(out[i]));
+      }
+    }
+    CHECK(bad == 0);
+  });
+}
+
+TEST_CASE("round: exhaustive edge cases for every b, band 0, 0.25 and 0.5") {
+  for (int bits = 10; bits <= 32; ++bits) {
+    const std::vector<double> xs = EdgeValues(bits);
+    for (double band : {0.0, 0.25, 0.5}) {
+      const RoundOptions options = Options(bits, band);
+      const Expected e = Expect(xs, options);
+      ForEachIsa([&] { CheckRound(xs, options, e); });
+    }
+  }
+}
+
+TEST_CASE("round: band 0.5 logs every off-grid value as EXACT, band 0.25 never needs EXACT") {
+  const std::vector<double> xs = {1 + P2(-30), 1.0, -3.3, 1e-40, 0.0, 7.25};
+  LogRecord record;
+  Round(ToTensor(xs), Options(32, 0.5), &record);
+  CHECK(record.counts().exact == 3);  // every value but 1.0, 0.0 and 7.25 (on the grid)
+  CHECK(record.counts().none == 3);
+  Round(ToTensor(xs), Options(32, 0.25), &record);
+  CHECK(record.counts().exact == 0);
+}
+
+TEST_CASE("round: alpha large enough forces EXACT entries with the FP32 bits of rnd_b(x)") {
+  // scale = 1000; alpha * scale = 1000 * 2^-40 ~ 9e-10, far above spacing/4 for tiny values.
+  std::vector<double> xs = {1000.0, 3.3e-7, -2.7e-9, 1.0e-30, -4.4e-41, 0.0, 1.0 + P2(-23) / 2};
+  const RoundOptions options = Options(32, 0.0, P2(-40));
+  LogRecord record;
+  const auto result = Round(ToTensor(xs), options, &record);
+  CHECK(result.stats.scale == 1000.0);
+  CHECK(record.counts().exact == 4);  // 3.3e-7, -2.7e-9, 1e-30, -4.4e-41
+  const std::vector<double> out = ToVector(result.rounded);
+  for (const auto& e : record.exact()) {
+    CHECK(e.fp32_bits == oracle::F32Bits(static_cast<float>(out[static_cast<size_t>(e.position)])));
+    CHECK(e.value() == out[static_cast<size_t>(e.position)]);
+  }
+  CHECK(record.state(5) == vt::precision::LogState::kNone);  // 0 is on the grid
+  CHECK(record.state(0) == vt::precision::LogState::kNone);
+  const Expected expected = Expect(xs, options);
+  ForEachIsa([&] { CheckRound(xs, options, expected); });
+}
+
+TEST_CASE("round: window boundaries are inclusive, also for values below a quarter spacing") {
+  // b = 32 near zero: g = 2^-149, mid(2^-152) = 2^-150, |x - mid| = 3 * 2^-152. With scale 1
+  // and alpha = 3 * 2^-152 the window is exactly that distance: logged (EXACT, w > g/4).
+  const double a = P2(-152);
+  const RoundOptions options = Options(32, 0.0, 3 * P2(-152));
+  LogRecord record;
+  Round(ToTensor({1.0, a, -a, std::nextafter(a, 0.0), 0.0}), options, &record);
+  CHECK(record.states()[1] == 3);
+  CHECK(record.states()[2] == 3);
+  CHECK(record.states()[3] == 0);  // a hair further from the midpoint
+  CHECK(record.states()[4] == 0);  // on the grid
+  // Above a quarter spacing: x = lo + g/4 at band 0.25 is exactly on the window edge.
+  Round(ToTensor({1 + P2(-25), 1 + P2(-25) - P2(-52)}), Options(32, 0.25), &record);
+  CHECK(record.states()[0] == 1);
+  CHECK(record.states()[1] == 0);
+}
+
+TEST_CASE("round: matches the oracle on millions of random and adversarial values") {
+  const uint64_t seed = oracle::TestSeed("round: matches the oracle");
+  oracle::ValueGenerator gen(seed);
+  int64_t total = 0;
+  for (int bits = 10; bits <= 32; ++bits) {
+    std::vector<double> xs;
+    for (int i = 0; i < 60000; ++i) {
+      const double v = gen.Any(bits);
+      if (oracle::GridOf(v, bits).out_of_range) continue;
+      xs.push_back(v);
+    }
+    // Windows: paper mode, a narrow band, a wide band, and an absolute term relative to the
+    // scale that makes small values EXACT and others DOWN/UP.
+    const RoundOptions configs[] = {Options(bits, 0.25), Options(bits, 0.01), Options(bits, 0.5),
+                                    Options(bits, 0.0, P2(-50)), Options(bits, 0.1, P2(-200))};
+    for (const RoundOptions& options : configs) {
+      const Expected e = Expect(xs, options);
+      ForEachIsa([&] { CheckRound(xs, options, e); });
+      total += static_cast<int64_t>(xs.size());
+    }
+  }
+  CHECK(total > 6000000);
+}
+
+TEST_CASE("round: values with a common scale exercise the absolute window term") {
+  const uint64_t seed = oracle::TestSeed("round: absolute window term");
+  oracle::ValueGenerator gen(seed);
+  std::vector<double> xs;
+  for (int i = 0; i < 200000; ++i) {
+    // Gaussian-like values, some cancelled to tiny magnitudes.
+    double v = gen.Any(32);
+    if (std::fabs(v) > 8 || oracle::GridOf(v, 26).out_of_range) v = gen.Unit() - 0.5;
+    xs.push_back(v);
+  }
+  xs.push_back(8.0);  // the scale
+  for (int bits : {32, 26, 12}) {
+    for (double alpha : {P2(-44), P2(-30), P2(-20)}) {
+      for (double band : {0.0, 0.1}) {
+        const RoundOptions options = Options(bits, band, alpha);
+        const Expected e = Expect(xs, options);
+        ForEachIsa([&] { CheckRound(xs, options, e); });
+      }
+    }
+  }
+}
+
+TEST_CASE("round: errors name the boundary, step and first index") {
+  const BoundaryContext context{"block3.attn.proj:fwd", 41};
+  const RoundOptions options = Options(32);
+  auto round = [&](std::vector<double> xs, const RoundOptions& o = Options(32)) {
+    return Round(ToTensor(xs), o, nullptr, context);
+  };
+  CHECK_THROWS_WITH(round({1.0, 2.0, FLT_MAX + P2(103), std::nan("")}),
+                    Catch::Contains("overflow at 'block3.attn.proj:fwd', step 41, index 2: ") &&
+                        Catch::Contains("rounds beyond the FP32 range") &&
+                        Catch::Contains("3.4028235e+38"));
+  CHECK_THROWS_WITH(round({1.0, std::nan(""), INFINITY}),
+                    Catch::Equals("NaN at 'block3.attn.proj:fwd', step 41, index 1"));
+  CHECK_THROWS_WITH(
+      round({1.0, -INFINITY}),
+      Catch::Equals("infinite value at 'block3.attn.proj:fwd', step 41, index 1: -inf"));
+  CHECK_THROWS_WITH(round({-5e38}),
+                    Catch::Contains("overflow") && Catch::Contains("index 0: -5e+38"));
+  CHECK_THROWS_WITH(round({1e300}), Catch::Contains("index 0: 1e+300"));
+  // b = 26: the largest grid value is 0x7f7fffc0; its midpoint to 2^128 rounds to 2^128.
+  const double top26 = vt::precision::LargestGridValue(26);
+  CHECK(RoundValue(top26 + P2(109) - P2(75), 26) == top26);  // 2^75: one FP64 ulp here
+  CHECK_THROWS_WITH(round({top26 + P2(109)}, Options(26)),
+                    Catch::Contains("index 0") && Catch::Contains("b = 26 grid"));
+  // No context: the message starts at the index.
+  CHECK_THROWS_WITH(Round(ToTensor({0.0, 0.0, NAN}), options), Catch::Equals("NaN at index 2"));
+  CHECK_THROWS_WITH(RoundValue(NAN, 32), Catch::Equals("NaN at index 0"));
+  // The first offender wins across parallel chunks, with and without the scale pass, and
+  // in place.
+  std::vector<double> big(300000, 0.5);
+  big[250000] = NAN;
+  big[100000] = -INFINITY;
+  big[200000] = 1e39;
+  ThreadGuard threads;
+  for (int t : {1, 2}) {
+    at::set_num_threads(t);
+    ForEachIsa([&] {
+      CHECK_THROWS_WITH(round(big),
+                        Catch::Contains("infinite value") && Catch::Contains("index 100000"));
+      CHECK_THROWS_WITH(round(big, Options(32, 0.0, 1e-9)),
+                        Catch::Contains("infinite value") && Catch::Contains("index 100000"));
+      at::Tensor x = ToTensor(big);
+      CHECK_THROWS_WITH(RoundInto(x, x, options, nullptr, context),
+                        Catch::Contains("index 100000"));
+    });
+  }
+}
+
+TEST_CASE("round: in place, into a preallocated output, non-contiguous and bad arguments") {
+  const uint64_t seed = oracle::TestSeed("round: in place");
+  oracle::ValueGenerator gen(seed);
+  std::vector<double> xs;
+  for (int i = 0; i < 100000; ++i) xs.push_back(gen.Any(26) * 0.001);
+  const RoundOptions options = Options(26, 0.1, P2(-24));
+  LogRecord expected_record;
+  const at::Tensor expected = Round(ToTensor(xs), options, &expected_record).rounded;
+  // In place.
+  at::Tensor x = ToTensor(xs);
+  LogRecord record;
+  RoundInto(x, x, options, &record);
+  CHECK(x.equal(expected));
+  CHECK(record == expected_record);
+  // Into a preallocated output of another shape, reusing the record.
+  at::Tensor out = at::empty({1000, 100}, at::TensorOptions().dtype(at::kDouble));
+  RoundInto(ToTensor(xs), out, options, &record);
+  CHECK(out.reshape({-1}).equal(expected));
+  CHECK(record == expected_record);
+  // A non-contiguous input is copied first.
+  at::Tensor wide = ToTensor(xs).reshape({1000, 100});
+  at::Tensor t = wide.t();
+  REQUIRE_FALSE(t.is_contiguous());
+  at::Tensor r = Round(t, options, nullptr).rounded;
+  CHECK(r.equal(Round(t.contiguous(), options, nullptr).rounded));
+  CHECK(r.sizes() == t.sizes());
+  // Bad arguments.
+  CHECK_THROWS_WITH(Round(ToTensor(xs).to(at::kFloat), options),
+                    Catch::Equals("input must be a float64 tensor, got float32"));
+  CHECK_THROWS_WITH(RoundInto(ToTensor({1, 2, 3, 4}), at::empty({3}, at::kDouble), options),
+                    Catch::Equals("output has 3 elements but the input has 4"));
+  at::Tensor storage = at::zeros({200}, at::kDouble);
+  CHECK_THROWS_WITH(RoundInto(storage.slice(0, 0, 100), storage.slice(0, 50, 150), options),
+                    Catch::Contains("partially overlaps"));
+  CHECK_THROWS_WITH(RoundInto(t, at::empty({100000}, at::kDouble), options),
+                    Catch::Contains("input must be contiguous"));
+  CHECK_THROWS_WITH(RoundInto(ToTensor(xs), at::empty({100, 1000}, at::kDouble).t(), options),
+                    Catch::Equals("output must be contiguous"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(9)),
+                    Catch::Equals("bits must be an integer in [10, 32], got 9"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(33)), Catch::Contains("[10, 32], got 33"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(32, 0.7)),
+                    Catch::Equals("band must be in [0, 0.5], got 0.7"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(32, -0.1)), Catch::Contains("band must be in"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(32, NAN)), Catch::Contains("band must be in"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(32, 0.25, -1)),
+                    Catch::Equals("alpha must be finite and >= 0, got -1"));
+  CHECK_THROWS_WITH(Round(ToTensor({1.0}), Options(32, 0.25, INFINITY)),
+                    Catch::Contains("alpha must be finite"));
+  // Empty tensors are fine.
+  LogRecord empty;
+  CHECK(Round(at::empty({0}, at::kDouble), options, &empty).rounded.numel() == 0);
+  CHECK(empty.size() == 0);
+}
+
+TEST_CASE("round: results and records do not depend on the thread count") {
+  const uint64_t seed = oracle::TestSeed("round: threads");
+  oracle::ValueGenerator gen(seed);
+  std::vector<double> xs;
+  for (int i = 0; i < 1000003; ++i) xs.push_back(gen.Any(28) * 1e-3);
+  const RoundOptions options = Options(28, 0.05, P2(-36));
+  ThreadGuard guard;
+  at::set_num_threads(1);
+  LogRecord one, two;
+  const at::Tensor a = Round(ToTensor(xs), options, &one).rounded;
+  at::set_num_threads(2);
+  const at::Tensor b = Round(ToTensor(xs), options, &two).rounded;
+  CHECK(a.equal(b));
+  CHECK(one == two);
+  CHECK(one.counts().exact > 0);
+  CHECK(one.counts().down > 0);
+}
+
+TEST_CASE("round: grid lo and hi match the oracle for every b") {
+  const uint64_t seed = oracle::TestSeed("round: grid");
+  oracle::ValueGenerator gen(seed);
+  for (int bits = 10; bits <= 32; ++bits) {
+    std::vector<double> xs = EdgeValues(bits);
+    for (int i = 0; i < 20000; ++i) {
+      const double v = gen.Any(bits);
+      if (std::fabs(v) < P2(128)) xs.push_back(v);
+    }
+    // Above the largest grid value: hi is the virtual grid point 2^128.
+    xs.push_back(vt::precision::LargestGridValue(bits) * (1 + P2(-40)));
+    xs.push_back(-std::nextafter(P2(128), 0.0));
+    ForEachIsa([&] {
+      const auto g = Grid(ToTensor(xs), bits);
+      const std::vector<double> lo = ToVector(g.lo), hi = ToVector(g.hi);
+      int bad = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const oracle::Grid o = oracle::GridOf(xs[i], bits);
+        if (Bits(lo[i]) != Bits(o.lo) || Bits(hi[i]) != Bits(o.hi)) {
+          if (bad++ < 5) {
+            UNSCOPED_INFO("b=" << bits << " x=" << Hex(xs[i]) << " lo " << Hex(lo[i]) << " hi "
+                               << Hex(hi[i]) << " expected " << Hex(o.lo) << " " << Hex(o.hi));
+          }
+        }
+        CHECK(lo[i] <= xs[i]);
+        CHECK(xs[i] <= hi[i]);
+      }
+      CHECK(bad == 0);
+    });
+  }
+  CHECK_THROWS_WITH(Grid(ToTensor({1.0, P2(128)}), 32), Catch::Contains("index 1"));
+  CHECK_THROWS_WITH(Grid(ToTensor({NAN}), 32), Catch::Equals("NaN at index 0"));
+  CHECK_THROWS_WITH(Grid(ToTensor({1.0}), 33), Catch::Contains("[10, 32]"));
+}
+
+TEST_CASE("round: every kernel variant gives identical bits on Gaussian data") {
+  // The oracle tests above already run per variant; this one compares the variants with each
+  // other on a large tensor, records included.
+  const at::Tensor x = vt::NormalTensor({1 << 20}, at::kDouble, 7, 0);
+  const RoundOptions options = Options(27, 0.2, P2(-34));
+  IsaGuard guard;
+  at::Tensor first;
+  LogRecord first_record;
+  for (KernelIsa isa : vt::precision::SupportedKernelIsas()) {
+    vt::precision::SetKernelIsa(isa);
+    LogRecord record;
+    const at::Tensor r = Round(x, options, &record).rounded;
+    if (!first.defined()) {
+      first = r;
+      first_record = record;
+      continue;
+    }
+    INFO("variant " << vt::precision::KernelIsaName(isa));
+    CHECK(r.equal(first));
+    CHECK(record == first_record);
+  }
+}
+
+TEST_CASE("round: any split into chunks gives the same outputs, states and tallies") {
+  // What parallel execution does: the kernels on arbitrary sub-ranges must agree with one
+  // pass over everything (at::parallel_for may or may not split, depending on the build).
+  const uint64_t seed = oracle::TestSeed("round: chunks");
+  oracle::ValueGenerator gen(seed);
+  std::vector<double> xs;
+  for (int i = 0; i < 100000; ++i) xs.push_back(gen.Any(29) * 1e-3);
+  vt::precision::KernelParams p;
+  p.k = 3;
+  p.band = 0.1;
+  p.alpha_scale = P2(-40);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<double> whole(xs.size()), parts(xs.size()), replay_whole(xs.size()),
+      replay_parts(xs.size());
+  std::vector<uint8_t> s_whole(xs.size()), s_parts(xs.size());
+  vt::precision::RoundTally t_whole, t_parts;
+  vt::precision::RoundSpan(p, xs.data(), whole.data(), s_whole.data(), n, &t_whole);
+  vt::precision::ReplayTally r_whole, r_parts;
+  vt::precision::ReplaySpan(p, xs.data(), s_whole.data(), replay_whole.data(), n, &r_whole);
+  for (int64_t begin = 0; begin < n;) {
+    const int64_t end = std::min<int64_t>(n, begin + 1 + gen.Int(0, 5000));
+    vt::precision::RoundSpan(p, xs.data() + begin, parts.data() + begin, s_parts.data() + begin,
+                             end - begin, &t_parts);
+    vt::precision::ReplaySpan(p, xs.data() + begin, s_whole.data() + begin,
+                              replay_parts.data() + begin, end - begin, &r_parts);
+    begin = end;
+  }
+  auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+  };
+  CHECK(same_bits(whole, parts));
+  CHECK(s_whole == s_parts);
+  CHECK(same_bits(replay_whole, replay_parts));
+  CHECK(t_whole.down == t_parts.down);
+  CHECK(t_whole.up == t_parts.up);
+  CHECK(t_whole.exact == t_parts.exact);
+  CHECK(r_whole.corrections == r_parts.corrections);
+  CHECK(r_whole.near_misses == r_parts.near_misses);
+  CHECK(r_whole.illegitimate == r_parts.illegitimate);
+  CHECK(t_whole.down + t_whole.up + t_whole.exact > 1000);
+  // In place through one pointer equals out of place.
+  std::vector<double> io = xs;
+  vt::precision::RoundTally t_io;
+  std::vector<uint8_t> s_io(xs.size());
+  vt::precision::RoundSpan(p, io.data(), io.data(), s_io.data(), n, &t_io);
+  CHECK(same_bits(io, whole));
+  CHECK(s_io == s_whole);
+}
