@@ -1,7 +1,6 @@
 #include "runtime/common/threads.h"
 
 #include <ATen/Parallel.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -26,8 +25,7 @@ int DefaultThreadCount() {
     }
     n = static_cast<int>(value);
   } else {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    n = cpus > 0 ? static_cast<int>(cpus) : 1;
+    n = 1;
   }
   return n;
 }

@@ -23,7 +23,7 @@ std::vector<Profile> MakeShipped() {
   {
     Profile n;
     n.name = "native";
-    n.description = "OpenBLAS as installed, ATen's own reductions, all CPUs";
+    n.description = "OpenBLAS as installed, ATen's own reductions, VTRUN_THREADS threads (default 1)";
     p.push_back(n);
   }
   {
@@ -42,8 +42,8 @@ std::vector<Profile> MakeShipped() {
     Profile b;
     b.name = "blocked";
     b.description = "GEMM over 8 K-blocks added as a balanced tree, pairwise reductions over "
-                    "8 blocks, 2 threads";
-    b.threads = 2;
+                    "8 blocks, 1 thread";
+    b.threads = 1;
     b.gemm = GemmOrder::kPairwise;
     b.gemm_chunks = 8;
     b.reduce = ReduceOrder::kPairwise;

@@ -42,7 +42,7 @@ struct Profile {
   // Process-level environment, applied by `vtrun --profile` before re-executing. Empty for
   // in-process profiles.
   std::vector<std::pair<std::string, std::string>> env;
-  int threads = 0;  // intra-op threads; 0 = all online CPUs
+  int threads = 0;  // intra-op threads; 0 = DefaultThreadCount() (VTRUN_THREADS, else 1)
   GemmOrder gemm = GemmOrder::kBlas;
   int gemm_chunks = 1;
   ReduceOrder reduce = ReduceOrder::kAten;

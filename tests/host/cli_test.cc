@@ -99,6 +99,13 @@ TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads", "[cl
   CHECK(r.out == "42\n");
   r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads())"}, "", {{"VTRUN_THREADS", "1"}});
   CHECK(r.out == "1\n");
+  // More than one thread: vtrun re-executes itself so idle OpenMP threads sleep, not spin.
+  r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads(), os.getenv('OMP_WAIT_POLICY'))"}, "",
+                 {{"VTRUN_THREADS", "2"}});
+  CHECK(r.out == "2\tPASSIVE\n");
+  r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads(), os.getenv('OMP_WAIT_POLICY'))"}, "",
+                 {{"VTRUN_THREADS", "2"}, {"OMP_WAIT_POLICY", "active"}});
+  CHECK(r.out == "2\tactive\n");
   r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_THREADS", "lots"}});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("VTRUN_THREADS must be an integer in [1, 1024], got 'lots'"));
