@@ -8,6 +8,8 @@
 
 #include <luajit.h>
 
+#include <chrono>
+
 namespace vt::lua {
 namespace {
 
@@ -26,6 +28,12 @@ int Version(lua_State* L) {
     lua_setfield(L, -2, "openssl");
     return 1;
   });
+}
+
+// Monotonic wall-clock seconds (os.clock is CPU time, os.time whole seconds).
+int Clock(lua_State* L) {
+  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  return 1;
 }
 
 int GetThreads(lua_State* L) {
@@ -48,6 +56,7 @@ void OpenSystem(lua_State* L) {
   const luaL_Reg funcs[] = {
       {"version", Version},
       {"threads", GetThreads},
+      {"clock", Clock},
       {"set_threads", SetThreadsFn},
       {nullptr, nullptr},
   };

@@ -452,14 +452,7 @@ int RunnerRun(lua_State* L) {
       train::StepReport rep = r->Step();
       ++steps;
       loss = rep.loss;
-      total.elements += rep.elements;
-      total.logged += rep.logged;
-      total.exact += rep.exact;
-      total.corrections += rep.corrections;
-      total.illegitimate += rep.illegitimate;
-      total.near_misses += rep.near_misses;
-      total.log_bytes += rep.log_bytes;
-      if (total.divergence.empty()) total.divergence = rep.divergence;
+      total.AddCounts(rep);
       if (progress) Progress(*r, rep, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
     }
     if (progress && steps > 0) std::fputs("\n", stderr);

@@ -27,6 +27,17 @@ std::vector<store::LogRecordView> Views(const Encoded& records) {
 
 }  // namespace
 
+void StepReport::AddCounts(const StepReport& o) {
+  elements += o.elements;
+  logged += o.logged;
+  exact += o.exact;
+  corrections += o.corrections;
+  illegitimate += o.illegitimate;
+  near_misses += o.near_misses;
+  log_bytes += o.log_bytes;
+  if (divergence.empty()) divergence = o.divergence;
+}
+
 Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
     : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
   if (!options_.data) throw Error("a data set is required");
@@ -97,12 +108,14 @@ StepReport Runner::Step() {
   report.boundaries = context.stats();
   report.divergence = context.divergence();
   for (const auto& [name, s] : report.boundaries) {
-    report.elements += s.elements;
-    report.logged += s.logged;
-    report.exact += s.exact;
-    report.corrections += s.corrections;
-    report.illegitimate += s.illegitimate;
-    report.near_misses += s.near_misses;
+    StepReport part;
+    part.elements = s.elements;
+    part.logged = s.logged;
+    part.exact = s.exact;
+    part.corrections = s.corrections;
+    part.illegitimate = s.illegitimate;
+    part.near_misses = s.near_misses;
+    report.AddCounts(part);
   }
   for (const auto& [key, bytes] : records) report.log_bytes += static_cast<int64_t>(bytes.size());
   step_ = step;

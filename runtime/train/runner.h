@@ -51,6 +51,10 @@ struct StepReport {
   // ("" if none did; a replay that ends with equal states may still show none).
   std::string divergence;
   std::map<std::string, nn::BoundaryStats> boundaries;
+
+  // Adds the counts of `other` (elements, logged, exact, corrections, illegitimate,
+  // near_misses, log_bytes) and keeps the first divergence; for totals over steps.
+  void AddCounts(const StepReport& other);
 };
 
 class Runner {

@@ -28,13 +28,7 @@ local function setup(model, steps)
   return spec, data
 end
 
-local function clock()
-  local ffi = require "ffi"
-  pcall(ffi.cdef, "struct vt_ts { long s; long ns; }; int clock_gettime(int, struct vt_ts*);")
-  local t = ffi.new("struct vt_ts")
-  ffi.C.clock_gettime(1, t)
-  return tonumber(t.s) + tonumber(t.ns) * 1e-9
-end
+local clock = vt.clock
 
 if command == "train" then
   local dir, model, steps = arg[2], arg[3], tonumber(arg[4])
