@@ -123,6 +123,13 @@ double CheckNumber(lua_State* L, int arg) {
   return lua_tonumber(L, arg);
 }
 
+const char* CheckStringArg(lua_State* L, int arg, size_t* len) {
+  if (lua_type(L, arg) != LUA_TSTRING) {
+    ArgError(L, arg, std::string("string expected, got ") + luaL_typename(L, arg));
+  }
+  return lua_tolstring(L, arg, len);
+}
+
 std::string CheckString(lua_State* L, int arg) {
   if (lua_type(L, arg) != LUA_TSTRING) {
     ArgError(L, arg, std::string("string expected, got ") + luaL_typename(L, arg));

@@ -59,6 +59,8 @@ std::optional<std::string> OptString(lua_State* L, int idx, const char* api, con
 [[noreturn]] void ArgError(lua_State* L, int arg, const std::string& message);
 double CheckNumber(lua_State* L, int arg);
 std::string CheckString(lua_State* L, int arg);
+// The string at `arg` without copying (valid while it stays on the stack); `len` may be null.
+const char* CheckStringArg(lua_State* L, int arg, size_t* len);
 void CheckTable(lua_State* L, int arg);
 // A Lua number that must be an integer (no fraction, within +-2^53) for argument `arg`.
 int64_t CheckInteger(lua_State* L, int arg);

@@ -162,7 +162,7 @@ int GridFn(lua_State* L) {
 int DecodeFn(lua_State* L) {
   const char* api = "vt.log.decode";
   size_t len = 0;
-  const char* s = luaL_checklstring(L, 1, &len);
+  const char* s = CheckStringArg(L, 1, &len);
   CheckOptions(L, 2, api, {"max_elements"});
   prec::DecodeLimits limits;
   if (auto m = OptInteger(L, 2, api, "max_elements")) {
@@ -179,7 +179,7 @@ int DecodeFn(lua_State* L) {
 
 prec::LogEncoding OptEncoding(lua_State* L, int idx, const char* api) {
   if (lua_isnoneornil(L, idx)) return prec::LogEncoding::kAuto;
-  const char* name = luaL_checkstring(L, idx);
+  const char* name = CheckStringArg(L, idx, nullptr);
   prec::LogEncoding encoding = prec::LogEncoding::kAuto;
   Protect(L, api, [&] {
     encoding = prec::ParseLogEncoding(name);

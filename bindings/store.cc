@@ -60,22 +60,21 @@ struct LogCursor {
 
 std::string CheckBytes(lua_State* L, int idx) {
   size_t len = 0;
-  const char* s = luaL_checklstring(L, idx, &len);
+  const char* s = CheckStringArg(L, idx, &len);
   return std::string(s, len);
 }
 
 std::string_view CheckView(lua_State* L, int idx) {
   size_t len = 0;
-  const char* s = luaL_checklstring(L, idx, &len);
+  const char* s = CheckStringArg(L, idx, &len);
   return std::string_view(s, len);
 }
 
 // A non-negative integer argument (<= 2^53) naming `what` in the error.
 uint64_t CheckIndex(lua_State* L, int arg, const char* what) {
-  double v = luaL_checknumber(L, arg);
+  double v = CheckNumber(L, arg);
   if (!(v >= 0) || v != std::floor(v) || v > kMaxExactInteger) {
-    luaL_argerror(L, arg,
-                  lua_pushfstring(L, "%s must be an integer in [0, 2^53], got %s", what,
+    ArgError(L, arg, lua_pushfstring(L, "%s must be an integer in [0, 2^53], got %s", what,
                                   lua_tostring(L, arg)));
   }
   return static_cast<uint64_t>(v);
@@ -88,28 +87,26 @@ uint64_t OptIndex(lua_State* L, int arg, const char* what, uint64_t def) {
 
 Digest CheckDigest(lua_State* L, int arg, const char* what) {
   size_t len = 0;
-  const char* s = luaL_checklstring(L, arg, &len);
+  const char* s = CheckStringArg(L, arg, &len);
   std::optional<Digest> d = store::DigestFromHex(std::string_view(s, len));
   if (!d) {
-    luaL_argerror(L, arg,
-                  lua_pushfstring(L, "%s must be 64 hex characters (a SHA-256 digest)", what));
+    ArgError(L, arg, lua_pushfstring(L, "%s must be 64 hex characters (a SHA-256 digest)", what));
   }
   return *d;
 }
 
 std::string CheckHexBytes(lua_State* L, int arg, const char* what) {
   size_t len = 0;
-  const char* s = luaL_checklstring(L, arg, &len);
+  const char* s = CheckStringArg(L, arg, &len);
   std::optional<std::string> b = store::FromHex(std::string_view(s, len));
   if (!b)
-    luaL_argerror(L, arg,
-                  lua_pushfstring(L, "%s must be hex (an even number of 0-9a-f characters)", what));
+    ArgError(L, arg, lua_pushfstring(L, "%s must be hex (an even number of 0-9a-f characters)", what));
   return *b;
 }
 
 // A proof: a Lua array of digests in hex.
 std::vector<Digest> CheckProof(lua_State* L, int arg) {
-  luaL_checktype(L, arg, LUA_TTABLE);
+  CheckTable(L, arg);
   std::vector<Digest> proof;
   int n = static_cast<int>(lua_objlen(L, arg));
   for (int i = 1; i <= n; ++i) {
@@ -118,8 +115,7 @@ std::vector<Digest> CheckProof(lua_State* L, int arg) {
     const char* s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : nullptr;
     std::optional<Digest> d = s ? store::DigestFromHex(std::string_view(s, len)) : std::nullopt;
     if (!d) {
-      luaL_argerror(L, arg,
-                    lua_pushfstring(L, "proof element %d must be 64 hex characters, got %s", i,
+      ArgError(L, arg, lua_pushfstring(L, "proof element %d must be 64 hex characters, got %s", i,
                                     luaL_typename(L, -1)));
     }
     proof.push_back(*d);
@@ -186,7 +182,7 @@ uint8_t TensorDType(const at::Tensor& t) {
 }
 
 LuaEntries CheckEntries(lua_State* L, int arg, const char* api) {
-  luaL_checktype(L, arg, LUA_TTABLE);
+  CheckTable(L, arg);
   LuaEntries out;
   int n = static_cast<int>(lua_objlen(L, arg));
   out.entries.reserve(n);
@@ -402,7 +398,7 @@ int StoreCreateRun(lua_State* L) {
   const char* api = "store:create_run";
   StorePtr& s = CheckStore(L, 1);
   std::string id = CheckBytes(L, 2);
-  luaL_checktype(L, 3, LUA_TTABLE);
+  CheckTable(L, 3);
   CheckOptions(L, 3, api, {"spec", "checkpoint_every", "steps", "metadata"});
   store::RunConfig config;
   std::optional<std::string> spec = OptString(L, 3, api, "spec");
@@ -571,7 +567,7 @@ int RunWriteStep(lua_State* L) {
   const char* api = "run:write_step";
   LuaRun& r = CheckRun(L, 1);
   uint64_t step = CheckIndex(L, 2, "step");
-  luaL_checktype(L, 3, LUA_TTABLE);
+  CheckTable(L, 3);
   std::vector<store::LogRecordView> records;
   int n = static_cast<int>(lua_objlen(L, 3));
   records.reserve(n);
@@ -620,7 +616,7 @@ int RunPutCheckpoint(lua_State* L) {
   } else if (lua_type(L, 3) == LUA_TSTRING) {
     bytes = CheckView(L, 3);
   } else {
-    luaL_argerror(L, 3, "checkpoint bytes (string) or a table of entries expected");
+    ArgError(L, 3, "checkpoint bytes (string) or a table of entries expected");
   }
   CheckOptions(L, 4, api, {"state_digest", "metadata"});
   store::PutCheckpointOptions options;
@@ -796,7 +792,7 @@ int RunRecord(lua_State* L) {
   uint64_t step = CheckIndex(L, 2, "step");
   std::string boundary = CheckBytes(L, 3);
   uint64_t call = OptIndex(L, 4, "call", 0);
-  if (call > UINT32_MAX) luaL_argerror(L, 4, "call must be in [0, 2^32 - 1]");
+  if (call > UINT32_MAX) ArgError(L, 4, "call must be in [0, 2^32 - 1]");
   return Protect(L, "run:record", [&] {
     std::optional<std::string> v =
         r.store->GetLogRecord(r.id, step, boundary, static_cast<uint32_t>(call));
@@ -961,7 +957,7 @@ int MerkleEmptyRootFn(lua_State* L) {
 }
 
 std::vector<std::string> CheckHexArray(lua_State* L, int arg, const char* what) {
-  luaL_checktype(L, arg, LUA_TTABLE);
+  CheckTable(L, arg);
   std::vector<std::string> out;
   int n = static_cast<int>(lua_objlen(L, arg));
   for (int i = 1; i <= n; ++i) {
@@ -969,7 +965,7 @@ std::vector<std::string> CheckHexArray(lua_State* L, int arg, const char* what) 
     size_t len = 0;
     const char* s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : nullptr;
     std::optional<std::string> b = s ? store::FromHex(std::string_view(s, len)) : std::nullopt;
-    if (!b) luaL_argerror(L, arg, lua_pushfstring(L, "%s %d must be a hex string", what, i));
+    if (!b) ArgError(L, arg, lua_pushfstring(L, "%s %d must be a hex string", what, i));
     out.push_back(*b);
     lua_pop(L, 1);
   }
@@ -1115,7 +1111,7 @@ int LeafFn(lua_State* L) {
 int StepDigestFn(lua_State* L) {
   const char* api = "vt.store.step_digest";
   uint64_t step = CheckIndex(L, 1, "step");
-  luaL_checktype(L, 2, LUA_TTABLE);
+  CheckTable(L, 2);
   std::vector<store::LogRecordView> records;
   int n = static_cast<int>(lua_objlen(L, 2));
   for (int i = 1; i <= n; ++i) {
@@ -1151,7 +1147,7 @@ int StepDigestFn(lua_State* L) {
 }
 
 int LogDigestFn(lua_State* L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  CheckTable(L, 1);
   std::vector<Digest> steps = CheckProof(L, 1);
   return Protect(L, "vt.store.log_digest", [&] {
     store::LogDigestChain chain;
