@@ -16,6 +16,7 @@
 #include "bindings/tensor.h"
 #include "runtime/common/error.h"
 #include "runtime/tensor/safetensors.h"
+#include "runtime/train/checkpoint.h"
 #include "runtime/train/runner.h"
 #include "store/store.h"
 
@@ -134,7 +135,8 @@ void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefi
 int SpecNew(lua_State* L) {
   const char* api = "vt.spec";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every"});
+  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every", "init"});
+  std::string init_path = OptString(L, 1, api, "init").value_or("");
   std::map<std::string, std::string> f;
   // Model.
   lua_getfield(L, 1, "model");
@@ -220,6 +222,12 @@ int SpecNew(lua_State* L) {
     f["data.name"] = name;
     f["data.digest"] = d->digest();
     for (const auto& [k, v] : d->settings()) f["data." + k] = v;
+    if (!init_path.empty()) {
+      // Imported initial weights: the spec commits to their digest (model.init).
+      auto model = train::Spec::FromFields(f).BuildModel();
+      train::LoadSafetensorsInto(init_path, model->NamedState());
+      f["model.init"] = train::StateDigestHex(model->NamedState());
+    }
     PushUserdata<SpecPtr>(L, std::make_shared<train::Spec>(train::Spec::FromFields(f)), kSpecMeta);
     return 1;
   });
@@ -309,13 +317,14 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   o.run = OptString(L, 1, api, "run").value_or(o.run);
   o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
   o.metadata = OptString(L, 1, api, "metadata").value_or("");
+  o.init_path = OptString(L, 1, api, "init").value_or("");
   return o;
 }
 
 int TrainerNew(lua_State* L) {
   const char* api = "vt.trainer";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init"});
   std::string mode_name = OptString(L, 1, api, "mode").value_or("log");
   nn::Mode mode = nn::Mode::kLog;
   Protect(L, api, [&] {
@@ -334,7 +343,7 @@ int TrainerNew(lua_State* L) {
 int AuditorNew(lua_State* L) {
   const char* api = "vt.auditor";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init"});
   SpecPtr spec;
   train::RunnerOptions o = ReadRunnerOptions(L, api, &spec);
   // logs: the trainer (its store and run) or a store holding the trainer's run `logs_run`.

@@ -6,7 +6,9 @@
 #include <map>
 
 #include "runtime/common/error.h"
+#include "runtime/tensor/safetensors.h"
 #include "store/checkpoint_digest.h"
+#include "store/sha256.h"
 
 namespace vt::train {
 
@@ -56,5 +58,28 @@ void DecodeStateInto(const std::string& bytes, const NamedState& state) {
     t->detach().copy_(f.to(t->scalar_type()));
   }
 }
+
+void LoadSafetensorsInto(const std::string& path, const NamedState& state) {
+  SafetensorsFile file = LoadSafetensors(path);
+  std::map<std::string, at::Tensor> by_name(file.tensors.begin(), file.tensors.end());
+  at::NoGradGuard no_grad;
+  for (const auto& [name, t] : state) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw Error("'" + path + "' has no tensor '" + name + "'");
+    if (!it->second.sizes().equals(t->sizes())) {
+      throw Error("'" + path + "': tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +
+                  ", the model needs " + c10::str(t->sizes()));
+    }
+    if (!it->second.is_floating_point()) throw Error("'" + path + "': tensor '" + name + "' is not floating point");
+    t->detach().copy_(it->second.to(at::kFloat).to(t->scalar_type()));
+    by_name.erase(it);
+  }
+  if (!by_name.empty()) {
+    throw Error("'" + path + "' has " + std::to_string(by_name.size()) + " tensor(s) the model does not, e.g. '" +
+                by_name.begin()->first + "'");
+  }
+}
+
+std::string StateDigestHex(const NamedState& state) { return store::ToHex(store::Sha256Of(EncodeState(state))); }
 
 }  // namespace vt::train

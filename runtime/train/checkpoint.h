@@ -23,4 +23,12 @@ std::string EncodeState(const NamedState& state);
 // vt::Error if names, shapes or dtypes differ, naming the first mismatch.
 void DecodeStateInto(const std::string& bytes, const NamedState& state);
 
+// Sets `state` (a model's parameters and buffers) from a safetensors file: every name must
+// be present with the same shape, and the file may hold no other tensors. Values become
+// FP32 (the model precision) held as float64. Throws vt::Error naming the first mismatch.
+void LoadSafetensorsInto(const std::string& path, const NamedState& state);
+
+// Lowercase hex SHA-256 of EncodeState(state): the identity of a model's initial weights.
+std::string StateDigestHex(const NamedState& state);
+
 }  // namespace vt::train

@@ -47,6 +47,16 @@ Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
   FindProfile(options_.profile);  // fail early on a bad name
   windows_ = spec_.Windows();
   model_ = spec_.BuildModel();
+  const std::string init = spec_.InitDigest();
+  if (!init.empty() || !options_.init_path.empty()) {
+    if (init.empty()) throw Error("initial weights were given but the spec has no model.init (make the spec with them)");
+    if (options_.init_path.empty()) throw Error("the spec starts from imported weights (model.init " + init.substr(0, 12) + "...); pass their safetensors file");
+    LoadSafetensorsInto(options_.init_path, model_->NamedState());
+    const std::string digest = StateDigestHex(model_->NamedState());
+    if (digest != init) {
+      throw Error("weights in '" + options_.init_path + "' have digest " + digest + ", the spec requires " + init);
+    }
+  }
   if (mode == nn::Mode::kFp32) model_->To(at::kFloat);
   optimizer_ = std::make_unique<optim::Optimizer>(spec_.Optimizer());
   optimizer_->InitState(model_->NamedParameters());

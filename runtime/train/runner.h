@@ -35,6 +35,8 @@ struct RunnerOptions {
   std::string run = "run";               // run id in the store. Default: "run".
   std::string profile = "native";        // device profile for every step. Default: "native".
   std::string metadata;                  // stored with the run (e.g. JSON). Default: empty.
+  // Initial weights (safetensors) when the spec has model.init; their digest must match.
+  std::string init_path;
 };
 
 struct StepReport {

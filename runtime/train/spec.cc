@@ -90,7 +90,7 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
       throw Error("spec: field '" + key + "' has a key or value that cannot be encoded (no '=' in keys, no newlines)");
     }
     bool ok = top.count(key) > 0;
-    if (key.rfind("model.", 0) == 0) ok = key == "model.type" || model_keys.count(key.substr(6)) > 0;
+    if (key.rfind("model.", 0) == 0) ok = key == "model.type" || key == "model.init" || model_keys.count(key.substr(6)) > 0;
     if (key.rfind("data.", 0) == 0) ok = key.size() > 5;
     if (key.rfind("optim.", 0) == 0) ok = kOptimKeys.count(key.substr(6)) > 0;
     if (key.rfind("round.", 0) == 0) {
@@ -106,7 +106,7 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
     if (!ok) {
       std::string valid;
       for (const auto& m : model_keys) valid += "model." + m + ", ";
-      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, model.type, " +
+      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, model.type, model.init, " +
                   valid + "data.*, optim.*, round.bits, round.<fwd|bwd|grad|update>.<band|alpha>, round.boundary.<name>.<band|alpha>)");
     }
   }
@@ -224,6 +224,11 @@ std::shared_ptr<nn::Model> Spec::BuildModel() const {
   c.context = r.Int("model.context", 1, 1 << 20);
   c.dropout = r.Double("model.dropout");
   return nn::MakeGpt2(c, seed());
+}
+
+std::string Spec::InitDigest() const {
+  auto it = fields_.find("model.init");
+  return it == fields_.end() ? "" : it->second;
 }
 
 optim::OptimizerConfig Spec::Optimizer() const {

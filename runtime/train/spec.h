@@ -12,6 +12,8 @@
 // Known keys (anything else is an error naming the key and the valid ones):
 //   version, seed, batch, steps, checkpoint_every,
 //   model.type (mlp|resnet|gpt2) and that model's fields (model.layers, ...),
+//   model.init (optional: hex SHA-256 of the initial weights' canonical encoding, when they
+//   come from a safetensors file instead of the seed),
 //   data.kind, data.name, data.digest, data.<setting> (the data set's settings()),
 //   optim.<field> (OptimizerConfig::Canonical()),
 //   round.bits, round.<kind>.band, round.<kind>.alpha (kind: fwd, bwd, grad, update),
@@ -57,8 +59,10 @@ class Spec {
   uint64_t seed() const;
   int64_t checkpoint_every() const;
 
-  // A fresh model initialised from the spec's seed.
+  // A fresh model initialised from the spec's seed (see InitDigest for imported weights).
   std::shared_ptr<nn::Model> BuildModel() const;
+  // model.init, or "" when the initial weights come from the seed.
+  std::string InitDigest() const;
   optim::OptimizerConfig Optimizer() const;
   nn::WindowTable Windows() const;
   // Throws vt::Error unless `data` is the spec's data set (digest, name and settings).

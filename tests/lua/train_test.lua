@@ -86,6 +86,39 @@ s:test("state exports to safetensors and loads back bit for bit", function()
   T.assert_error(function() return vt.safetensors.load(path) end, "header length", true)
 end)
 
+s:test("a run can start from imported safetensors weights, committed in the spec", function()
+  local first = vt.trainer{spec = make_spec{steps = 4}, data = data, store = vt.store.open(dir .. "/pre")}
+  first:run{progress = false}
+  local weights = dir .. "/pretrained.safetensors"
+  first:export(weights)
+  local spec = make_spec{init = weights}
+  T.assert_eq(#spec:get("model.init"), 64)
+  T.assert_ne(spec:hash(), make_spec():hash())
+  local t = vt.trainer{spec = spec, data = data, init = weights, store = vt.store.open(dir .. "/ft")}
+  local start = t:state()
+  for name, value in pairs(first:state()) do T.assert_true(start[name]:equal(value), name) end
+  t:run{progress = false}
+  local a = vt.auditor{spec = spec, data = data, init = weights, logs = t, profile = "splitk4",
+                       store = vt.store.open(dir .. "/ft-a")}
+  T.assert_eq(a:run{progress = false}.root, t:root())
+  T.assert_error(function() return vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/x1")} end,
+                 "pass their safetensors file", true)
+  local other = dir .. "/other.safetensors"
+  vt.trainer{spec = make_spec{steps = 1, seed = 9}, data = data, store = vt.store.open(dir .. "/o")}:export(other)
+  T.assert_error(function() return vt.trainer{spec = spec, data = data, init = other, store = vt.store.open(dir .. "/x2")} end,
+                 "the spec requires", true)
+  vt.safetensors.save(other, {["fc0.weight"] = vt.tensor.zeros(3)})
+  T.assert_error(function() return make_spec{init = other} end, "has no tensor 'fc0.bias'", true)
+  local wrong = first:state()
+  wrong["fc0.weight"] = vt.tensor.zeros(3)
+  vt.safetensors.save(other, wrong)
+  T.assert_error(function() return make_spec{init = other} end, "has shape [3], the model needs [16, 20]", true)
+  wrong = first:state()
+  wrong["extra"] = vt.tensor.zeros(1)
+  vt.safetensors.save(other, wrong)
+  T.assert_error(function() return make_spec{init = other} end, "tensor(s) the model does not, e.g. 'extra'", true)
+end)
+
 s:test("runner errors", function()
   local spec = make_spec()
   local st = vt.store.open(dir .. "/t2")
