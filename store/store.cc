@@ -469,11 +469,9 @@ RunInfo Store::CreateRun(std::string_view id, const RunConfig& config) {
   return info;
 }
 
-std::vector<std::string> Store::Runs() const {
-  auto g = Guard();
+std::vector<std::string> Store::ListIds(Family f, const char* what) const {
   std::vector<std::string> ids;
-  std::unique_ptr<rocksdb::Iterator> it(
-      h_->db->NewIterator(rocksdb::ReadOptions(), Cf(Family::kRuns)));
+  std::unique_ptr<rocksdb::Iterator> it(h_->db->NewIterator(rocksdb::ReadOptions(), Cf(f)));
   for (it->SeekToFirst(); it->Valid();) {
     std::string_view key(it->key().data(), it->key().size());
     size_t z = key.find('\0');
@@ -482,15 +480,18 @@ std::vector<std::string> Store::Runs() const {
       continue;
     }
     std::string id(key.substr(0, z));
-    if (DecodeKey(Family::kRuns, key)) {
-      if (ids.empty() || ids.back() != id) ids.push_back(id);
-    }
-    std::string next = PrefixSuccessor(IdPrefix(id));
-    it->Seek(next);
+    if (DecodeKey(f, key) && (ids.empty() || ids.back() != id)) ids.push_back(id);
+    it->Seek(PrefixSuccessor(IdPrefix(id)));
   }
-  if (!it->status().ok())
-    throw Error("store '" + path_ + "': listing runs failed: " + it->status().ToString());
+  if (!it->status().ok()) {
+    throw Error("store '" + path_ + "': listing " + what + " failed: " + it->status().ToString());
+  }
   return ids;
+}
+
+std::vector<std::string> Store::Runs() const {
+  auto g = Guard();
+  return ListIds(Family::kRuns, "runs");
 }
 
 std::optional<RunInfo> Store::GetRun(std::string_view id) const {
@@ -1006,23 +1007,7 @@ std::vector<std::string> Store::Transcript(std::string_view game) const {
 
 std::vector<std::string> Store::Games() const {
   auto g = Guard();
-  std::vector<std::string> ids;
-  std::unique_ptr<rocksdb::Iterator> it(
-      h_->db->NewIterator(rocksdb::ReadOptions(), Cf(Family::kTranscripts)));
-  for (it->SeekToFirst(); it->Valid();) {
-    std::string_view key(it->key().data(), it->key().size());
-    size_t z = key.find('\0');
-    if (z == std::string_view::npos) {
-      it->Next();
-      continue;
-    }
-    std::string id(key.substr(0, z));
-    if (DecodeKey(Family::kTranscripts, key)) ids.push_back(id);
-    it->Seek(PrefixSuccessor(IdPrefix(id)));
-  }
-  if (!it->status().ok())
-    throw Error("store '" + path_ + "': listing games failed: " + it->status().ToString());
-  return ids;
+  return ListIds(Family::kTranscripts, "games");
 }
 
 }  // namespace vt::store

@@ -267,6 +267,9 @@ class Store {
   RunInfo LoadRun(std::string_view id) const;   // throws if absent
   RunState& WriterState(std::string_view run);  // call with write_mu_ held
   LeafRecord LeafOrThrow(std::string_view run, uint64_t leaf) const;
+  // The distinct ids (the part of each key before its 0x00) in family `f`, sorted, that have
+  // a well-formed key; `what` names the list in errors ("runs"). Call with Guard() held.
+  std::vector<std::string> ListIds(Family f, const char* what) const;
 
   std::string path_;
   StoreOptions options_;
