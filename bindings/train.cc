@@ -365,6 +365,20 @@ int AuditorNew(lua_State* L) {
   });
 }
 
+// Sets the counters a step report and a boundary's statistics share on the table on top.
+template <class Counts>
+void SetCounts(lua_State* L, const Counts& c) {
+  const std::pair<const char*, int64_t> fields[] = {
+      {"elements", c.elements},       {"logged", c.logged},
+      {"exact", c.exact},             {"corrections", c.corrections},
+      {"illegitimate", c.illegitimate}, {"near_misses", c.near_misses},
+  };
+  for (const auto& [key, value] : fields) {
+    lua_pushnumber(L, static_cast<lua_Number>(value));
+    lua_setfield(L, -2, key);
+  }
+}
+
 void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   lua_newtable(L);
   auto set = [&](const char* k, double v) {
@@ -373,12 +387,7 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   };
   set("step", static_cast<double>(r.step));
   set("loss", r.loss);
-  set("elements", static_cast<double>(r.elements));
-  set("logged", static_cast<double>(r.logged));
-  set("exact", static_cast<double>(r.exact));
-  set("corrections", static_cast<double>(r.corrections));
-  set("illegitimate", static_cast<double>(r.illegitimate));
-  set("near_misses", static_cast<double>(r.near_misses));
+  SetCounts(L, r);
   set("log_bytes", static_cast<double>(r.log_bytes));
   set("seconds", r.seconds);
   lua_pushboolean(L, r.checkpoint);
@@ -392,12 +401,7 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   for (const auto& [name, s] : r.boundaries) {
     lua_newtable(L);
     set("calls", static_cast<double>(s.calls));
-    set("elements", static_cast<double>(s.elements));
-    set("logged", static_cast<double>(s.logged));
-    set("exact", static_cast<double>(s.exact));
-    set("corrections", static_cast<double>(s.corrections));
-    set("illegitimate", static_cast<double>(s.illegitimate));
-    set("near_misses", static_cast<double>(s.near_misses));
+    SetCounts(L, s);
     lua_setfield(L, -2, name.c_str());
   }
   lua_setfield(L, -2, "boundaries");
