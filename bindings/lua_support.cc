@@ -170,6 +170,13 @@ void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods, const 
   lua_pop(L, 1);
 }
 
+void SetNumbers(lua_State* L, std::initializer_list<std::pair<const char*, double>> fields) {
+  for (const auto& [key, value] : fields) {
+    lua_pushnumber(L, value);
+    lua_setfield(L, -2, key);
+  }
+}
+
 void PushIntArray(lua_State* L, const std::vector<int64_t>& values) {
   lua_createtable(L, static_cast<int>(values.size()), 0);
   for (size_t i = 0; i < values.size(); ++i) {

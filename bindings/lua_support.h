@@ -102,6 +102,9 @@ void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods, const 
 // function gets its name as upvalue 1 (used by ArgError).
 void SetFuncs(lua_State* L, const luaL_Reg* funcs);
 
+// Sets t[key] = value for each pair on the table at the top of the stack.
+void SetNumbers(lua_State* L, std::initializer_list<std::pair<const char*, double>> fields);
+
 // Pushes a std::vector<int64_t> as a Lua array of numbers.
 void PushIntArray(lua_State* L, const std::vector<int64_t>& values);
 

@@ -122,18 +122,12 @@ int ReplayFn(lua_State* L) {
     PushTensor(L, result.rounded);
     const prec::ReplayReport& r = result.report;
     lua_createtable(L, 0, 6);
-    lua_pushnumber(L, static_cast<lua_Number>(r.elements));
-    lua_setfield(L, -2, "elements");
-    lua_pushnumber(L, static_cast<lua_Number>(r.logged));
-    lua_setfield(L, -2, "logged");
-    lua_pushnumber(L, static_cast<lua_Number>(r.corrections));
-    lua_setfield(L, -2, "corrections");
-    lua_pushnumber(L, static_cast<lua_Number>(r.illegitimate));
-    lua_setfield(L, -2, "illegitimate");
-    lua_pushnumber(L, static_cast<lua_Number>(r.near_misses));
-    lua_setfield(L, -2, "near_misses");
-    lua_pushnumber(L, r.scale);
-    lua_setfield(L, -2, "scale");
+    SetNumbers(L, {{"elements", static_cast<double>(r.elements)},
+                   {"logged", static_cast<double>(r.logged)},
+                   {"corrections", static_cast<double>(r.corrections)},
+                   {"illegitimate", static_cast<double>(r.illegitimate)},
+                   {"near_misses", static_cast<double>(r.near_misses)},
+                   {"scale", r.scale}});
     return 2;
   });
 }
@@ -191,14 +185,10 @@ prec::LogEncoding OptEncoding(lua_State* L, int idx, const char* api) {
 int RecordCounts(lua_State* L) {
   const prec::StateCounts& c = CheckRecord(L, 1).counts();
   lua_createtable(L, 0, 4);
-  lua_pushnumber(L, static_cast<lua_Number>(c.none));
-  lua_setfield(L, -2, "none");
-  lua_pushnumber(L, static_cast<lua_Number>(c.down));
-  lua_setfield(L, -2, "down");
-  lua_pushnumber(L, static_cast<lua_Number>(c.up));
-  lua_setfield(L, -2, "up");
-  lua_pushnumber(L, static_cast<lua_Number>(c.exact));
-  lua_setfield(L, -2, "exact");
+  SetNumbers(L, {{"none", static_cast<double>(c.none)},
+                 {"down", static_cast<double>(c.down)},
+                 {"up", static_cast<double>(c.up)},
+                 {"exact", static_cast<double>(c.exact)}});
   return 1;
 }
 

@@ -368,15 +368,12 @@ int AuditorNew(lua_State* L) {
 // Sets the counters a step report and a boundary's statistics share on the table on top.
 template <class Counts>
 void SetCounts(lua_State* L, const Counts& c) {
-  const std::pair<const char*, int64_t> fields[] = {
-      {"elements", c.elements},       {"logged", c.logged},
-      {"exact", c.exact},             {"corrections", c.corrections},
-      {"illegitimate", c.illegitimate}, {"near_misses", c.near_misses},
-  };
-  for (const auto& [key, value] : fields) {
-    lua_pushnumber(L, static_cast<lua_Number>(value));
-    lua_setfield(L, -2, key);
-  }
+  SetNumbers(L, {{"elements", static_cast<double>(c.elements)},
+                 {"logged", static_cast<double>(c.logged)},
+                 {"exact", static_cast<double>(c.exact)},
+                 {"corrections", static_cast<double>(c.corrections)},
+                 {"illegitimate", static_cast<double>(c.illegitimate)},
+                 {"near_misses", static_cast<double>(c.near_misses)}});
 }
 
 void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
