@@ -73,6 +73,8 @@ int OpenVtCore(lua_State* L) {
   OpenData(L);
   OpenTrain(L);
   OpenSafetensors(L);
+  OpenJson(L);
+  OpenProcess(L);
   return 1;
 }
 

@@ -15,7 +15,9 @@ void OpenPrecision(lua_State* L);  // vt.round, vt.replay, vt.grid, vt.log (prec
 void OpenStore(lua_State* L);      // vt.store, vt.merkle
 void OpenProfiles(lua_State* L);
 void OpenData(lua_State* L);       // vt.data
-void OpenSafetensors(lua_State* L);  // vt.safetensors
+void OpenSafetensors(lua_State* L);
+void OpenJson(lua_State* L);       // vt.json
+void OpenProcess(lua_State* L);    // vt.process, vt.executable()  // vt.safetensors
 void OpenTrain(lua_State* L);      // vt.models, vt.optim, vt.spec, vt.trainer, vt.auditor   // vt.profiles, vt.profile, vt.set_profile, vt.ops
 
 }  // namespace vt::lua

@@ -228,6 +228,39 @@ int RecordEntropyBits(lua_State* L) {
   return 1;
 }
 
+// record:flipped([position]) -> a new record with the DOWN/UP entry at `position` (0-based;
+// default: the first DOWN or UP entry) turned the other way, or nil if there is none. For
+// tests and the game's log-rewriting scenario.
+int RecordFlipped(lua_State* L) {
+  const prec::LogRecord& r = CheckRecord(L, 1);
+  int64_t position = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    position = CheckInteger(L, 2);
+    if (position < 0 || position >= r.size()) {
+      ArgError(L, 2, "position " + std::to_string(position) + " is outside [0, " + std::to_string(r.size()) + ")");
+    }
+    const auto state = r.state(position);
+    if (state != prec::LogState::kDown && state != prec::LogState::kUp) {
+      ArgError(L, 2, "the entry at position " + std::to_string(position) + " is not DOWN or UP");
+    }
+  } else {
+    for (int64_t i = 0; i < r.size() && position < 0; ++i) {
+      if (r.state(i) == prec::LogState::kDown || r.state(i) == prec::LogState::kUp) position = i;
+    }
+    if (position < 0) {
+      lua_pushnil(L);
+      return 1;
+    }
+  }
+  return Protect(L, "vt.LogRecord:flipped", [&] {
+    std::vector<uint8_t> states(r.states(), r.states() + r.size());
+    states[static_cast<size_t>(position)] =
+        static_cast<uint8_t>(r.state(position) == prec::LogState::kDown ? prec::LogState::kUp : prec::LogState::kDown);
+    PushRecord(L, std::make_shared<prec::LogRecord>(prec::LogRecord::FromStates(std::move(states), r.exact())));
+    return 1;
+  });
+}
+
 int RecordLen(lua_State* L) {
   lua_pushnumber(L, static_cast<lua_Number>(CheckRecord(L, 1).size()));
   return 1;
@@ -344,6 +377,7 @@ void OpenPrecision(lua_State* L) {
       {"encode", RecordEncode},
       {"bits_per_element", RecordBitsPerElement},
       {"entropy_bits", RecordEntropyBits},
+      {"flipped", RecordFlipped},
       {nullptr, nullptr},
   };
   const luaL_Reg metamethods[] = {

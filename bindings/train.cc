@@ -324,7 +324,7 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
 int TrainerNew(lua_State* L) {
   const char* api = "vt.trainer";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init", "deviate"});
   std::string mode_name = OptString(L, 1, api, "mode").value_or("log");
   nn::Mode mode = nn::Mode::kLog;
   Protect(L, api, [&] {
@@ -334,35 +334,121 @@ int TrainerNew(lua_State* L) {
   });
   SpecPtr spec;
   train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, mode == nn::Mode::kLog);
+  lua_getfield(L, 1, "deviate");
+  if (!lua_isnil(L, -1)) {
+    const int t = lua_gettop(L);
+    if (!lua_istable(L, t)) Fail(L, api, "option 'deviate' must be a table {kind=, from_step=, amount=, target=}");
+    CheckOptions(L, t, "vt.trainer deviate", {"kind", "from_step", "amount", "target"});
+    std::string kind = OptString(L, t, api, "kind").value_or("none");
+    Protect(L, api, [&] {
+      o.deviation.kind = train::Deviation::ParseKind(kind);
+      return 0;
+    });
+    o.deviation.from_step = OptInteger(L, t, api, "from_step").value_or(1);
+    o.deviation.amount = OptNumber(L, t, api, "amount").value_or(0.0);
+    o.deviation.target = OptInteger(L, t, api, "target").value_or(0);
+  }
+  lua_pop(L, 1);
   return Protect(L, api, [&] {
     PushUserdata<RunnerPtr>(L, std::make_shared<train::Trainer>(*spec, o, mode), kRunnerMeta);
     return 1;
   });
 }
 
+// Records handed to an auditor step by step (logs = "given"): runner:step(records) puts them
+// here and the auditor's record source takes them.
+struct GivenRecords {
+  std::map<int64_t, std::vector<store::LogRecord>> pending;
+};
+std::map<const train::Runner*, std::shared_ptr<GivenRecords>>& GivenSources() {
+  static std::map<const train::Runner*, std::shared_ptr<GivenRecords>> sources;
+  return sources;
+}
+
 int AuditorNew(lua_State* L) {
   const char* api = "vt.auditor";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init", "start"});
   SpecPtr spec;
-  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec);
-  // logs: the trainer (its store and run) or a store holding the trainer's run `logs_run`.
+  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, false);
+  // logs: the trainer (its store and run), a store holding the trainer's run `logs_run`, or
+  // "given" (records passed to each runner:step(records) call).
   lua_getfield(L, 1, "logs");
   StorePtr logs;
+  std::shared_ptr<GivenRecords> given;
   std::string logs_run = OptString(L, 1, api, "logs_run").value_or("run");
   if (RunnerPtr* r = static_cast<RunnerPtr*>(luaL_testudata(L, -1, kRunnerMeta))) {
     logs = (*r)->options().store;
     logs_run = (*r)->run();
   } else if (StorePtr* s = static_cast<StorePtr*>(luaL_testudata(L, -1, kStoreMeta))) {
     logs = *s;
+  } else if (lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "given") {
+    given = std::make_shared<GivenRecords>();
   } else {
-    Fail(L, api, "option 'logs' is required: the trainer, or a store holding its run (with logs_run=)");
+    Fail(L, api, "option 'logs' is required: the trainer, a store holding its run (with logs_run=), or \"given\"");
   }
   lua_pop(L, 1);
+  // start = {step=, checkpoint=}: a judge's starting point (no store).
+  lua_getfield(L, 1, "start");
+  if (!lua_isnil(L, -1)) {
+    const int t = lua_gettop(L);
+    if (!lua_istable(L, t)) Fail(L, api, "option 'start' must be a table {step=, checkpoint=}");
+    CheckOptions(L, t, "vt.auditor start", {"step", "checkpoint"});
+    o.start_step = OptInteger(L, t, api, "step").value_or(0);
+    o.start_checkpoint = OptString(L, t, api, "checkpoint").value_or("");
+  }
+  lua_pop(L, 1);
+  train::RecordSource source;
+  if (given) {
+    source = [given](int64_t step) {
+      auto it = given->pending.find(step);
+      if (it == given->pending.end()) {
+        throw Error("this auditor replays given records: pass step " + std::to_string(step) + "'s records to step(records)");
+      }
+      std::vector<store::LogRecord> records = std::move(it->second);
+      given->pending.erase(it);
+      return records;
+    };
+  } else {
+    source = train::StoreRecords(logs, logs_run);
+  }
   return Protect(L, api, [&] {
-    PushUserdata<RunnerPtr>(L, std::make_shared<train::Auditor>(*spec, o, train::StoreRecords(logs, logs_run)), kRunnerMeta);
+    auto auditor = std::make_shared<train::Auditor>(*spec, o, std::move(source));
+    if (given) GivenSources()[auditor.get()] = given;
+    PushUserdata<RunnerPtr>(L, auditor, kRunnerMeta);
     return 1;
   });
+}
+
+// Reads an array of {boundary=, call=, value=} at `idx` (the format of run:step(s)).
+std::vector<store::LogRecord> ReadRecords(lua_State* L, int idx, const char* api) {
+  if (!lua_istable(L, idx)) Fail(L, api, "records must be an array of {boundary=, call=, value=}");
+  std::vector<store::LogRecord> records;
+  const int n = static_cast<int>(lua_objlen(L, idx));
+  for (int i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, i);
+    const int e = lua_gettop(L);
+    if (!lua_istable(L, e)) Fail(L, api, "record " + std::to_string(i) + " must be a table {boundary=, call=, value=}");
+    store::LogRecord r;
+    lua_getfield(L, e, "boundary");
+    lua_getfield(L, e, "call");
+    lua_getfield(L, e, "value");
+    if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING || !(lua_isnil(L, -2) || lua_type(L, -2) == LUA_TNUMBER)) {
+      Fail(L, api, "record " + std::to_string(i) + " needs boundary (string), call (integer) and value (bytes)");
+    }
+    r.boundary = lua_tostring(L, -3);
+    const double call = lua_isnil(L, -2) ? 0 : lua_tonumber(L, -2);
+    if (call < 0 || call != std::floor(call) || call > 4294967295.0) {
+      Fail(L, api, "record " + std::to_string(i) + ": call must be an integer in [0, 2^32)");
+    }
+    r.call = static_cast<uint32_t>(call);
+    size_t len = 0;
+    const char* value = lua_tolstring(L, -1, &len);
+    r.value.assign(value, len);
+    records.push_back(std::move(r));
+    lua_pop(L, 4);
+  }
+  return records;
 }
 
 // Sets the counters a step report and a boundary's statistics share on the table on top.
@@ -387,6 +473,11 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   SetCounts(L, r);
   set("log_bytes", static_cast<double>(r.log_bytes));
   set("seconds", r.seconds);
+  set("log_mismatches", static_cast<double>(r.log_mismatches));
+  if (!r.log_mismatch.empty()) {
+    lua_pushstring(L, r.log_mismatch.c_str());
+    lua_setfield(L, -2, "log_mismatch");
+  }
   lua_pushboolean(L, r.checkpoint);
   lua_setfield(L, -2, "checkpoint");
   if (!r.divergence.empty()) {
@@ -404,8 +495,14 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   lua_setfield(L, -2, "boundaries");
 }
 
+// runner:step([records]): records are for an auditor made with logs = "given".
 int RunnerStep(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    auto it = GivenSources().find(r.get());
+    if (it == GivenSources().end()) Fail(L, "vt.runner.step", "records are only for an auditor made with logs = \"given\"");
+    it->second->pending[r->step() + 1] = ReadRecords(L, 2, "vt.runner.step");
+  }
   return Protect(L, "vt.runner.step", [&] {
     PushReport(L, r->Step(), true);
     return 1;
@@ -480,6 +577,17 @@ int RunnerRun(lua_State* L) {
   });
 }
 
+// runner:checkpoint() -> the current state (model and optimizer) in its canonical encoding:
+// the bytes whose SHA-256 is the state digest of a leaf.
+int RunnerCheckpoint(lua_State* L) {
+  RunnerPtr& r = CheckRunner(L, 1);
+  return Protect(L, "vt.runner.checkpoint", [&] {
+    std::string bytes = r->StateBytes();
+    lua_pushlstring(L, bytes.data(), bytes.size());
+    return 1;
+  });
+}
+
 int RunnerRoot(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   return Protect(L, "vt.runner.root", [&] {
@@ -542,6 +650,12 @@ int RunnerExport(lua_State* L) {
   });
 }
 
+int RunnerGc(lua_State* L) {
+  RunnerPtr* r = static_cast<RunnerPtr*>(luaL_checkudata(L, 1, kRunnerMeta));
+  if (*r) GivenSources().erase(r->get());
+  return DestroyUserdata<RunnerPtr>(L);
+}
+
 int RunnerToString(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   lua_pushfstring(L, "vt.Runner(run '%s' on profile %s: step %d of %d)", r->run().c_str(), r->options().profile.c_str(),
@@ -578,9 +692,10 @@ void OpenTrain(lua_State* L) {
   const luaL_Reg runner_methods[] = {
       {"step", RunnerStep},   {"steps", RunnerSteps}, {"run", RunnerRun},       {"root", RunnerRoot},
       {"done", RunnerDone},   {"step_count", RunnerStepCount}, {"spec", RunnerSpec}, {"store", RunnerStore},
-      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {nullptr, nullptr},
+      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {"checkpoint", RunnerCheckpoint},
+      {nullptr, nullptr},
   };
-  const luaL_Reg runner_meta[] = {{"__gc", DestroyUserdata<RunnerPtr>}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
+  const luaL_Reg runner_meta[] = {{"__gc", RunnerGc}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
   RegisterClass(L, kRunnerMeta, runner_methods, runner_meta);
 
   const luaL_Reg models[] = {{"mlp", ModelMlp}, {"resnet", ModelResNet}, {"gpt2", ModelGpt2}, {nullptr, nullptr}};

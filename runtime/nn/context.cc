@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "runtime/common/error.h"
 #include "runtime/precision/round.h"
 #include "store/crc32c.h"
@@ -103,17 +105,23 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
     case Mode::kLog: {
       precision::LogRecord& record = (*log_)[{boundary, call}];
       precision::RoundResult r = precision::Round(input, options, &record, where);
-      s.logged += r.stats.counts.logged();
-      s.exact += r.stats.counts.exact;
+      if (steer_ > 0 && KindOf(boundary) == BoundaryKind::kUpdate) Steer(input, &r.rounded, &record);
+      s.logged += record.counts().logged();
+      s.exact += record.counts().exact;
       Trace(boundary, call, r.rounded);
       return r.rounded.view(x.sizes());
     }
     case Mode::kReplay: {
       auto it = log_->find({boundary, call});
-      if (it == log_->end()) {
-        throw Error("no log record for boundary '" + boundary + "' call " + std::to_string(call) +
-                    " at step " + std::to_string(step_) +
-                    " (the trainer's log has none: a different model, spec or code)");
+      const std::string where_text = "boundary '" + boundary + "' call " + std::to_string(call) + " at step " + std::to_string(step_);
+      if (it == log_->end() || it->second.size() != input.numel()) {
+        Mismatch(it == log_->end() ? "no log record for " + where_text
+                                   : "the log record for " + where_text + " has " + std::to_string(it->second.size()) +
+                                         " elements, the tensor " + std::to_string(input.numel()));
+        if (it != log_->end()) ++used_records_;
+        at::Tensor rounded = precision::Round(input, options, nullptr, where).rounded;
+        Trace(boundary, call, rounded);
+        return rounded.view(x.sizes());
       }
       precision::ReplayResult r = precision::Replay(input, it->second, options, where);
       ++used_records_;
@@ -173,15 +181,42 @@ StepTrace DecodeTrace(const std::string& bytes) {
   return trace;
 }
 
-void StepContext::CheckAllRecordsUsed() const {
+void StepContext::Mismatch(const std::string& what) {
+  if (log_mismatches_++ == 0) first_log_mismatch_ = what;
+}
+
+void StepContext::FinishReplay() {
   if (mode_ != Mode::kReplay || used_records_ == static_cast<int64_t>(log_->size())) return;
   for (const auto& [key, record] : *log_) {
     auto it = calls_.find(key.first);
     if (it == calls_.end() || key.second >= it->second) {
-      throw Error("step " + std::to_string(step_) + ": the log has a record for boundary '" + key.first +
-                  "' call " + std::to_string(key.second) + " that this replay never reached");
+      Mismatch("the log has a record for boundary '" + key.first + "' call " + std::to_string(key.second) +
+               " at step " + std::to_string(step_) + " that this replay never reached");
     }
   }
+}
+
+void StepContext::Steer(const at::Tensor& input, at::Tensor* rounded, precision::LogRecord* record) const {
+  const at::Tensor x = input.contiguous();
+  const int bits = windows_->BitsFor("x:update");
+  precision::GridResult grid = precision::Grid(x, bits);
+  const double* xv = x.data_ptr<double>();
+  const double* lo = grid.lo.data_ptr<double>();
+  const double* hi = grid.hi.data_ptr<double>();
+  double* out = rounded->data_ptr<double>();
+  std::vector<uint8_t> states(record->states(), record->states() + record->size());
+  int64_t flipped = 0;
+  for (int64_t i = 0; i < x.numel() && flipped < steer_; ++i) {
+    const double spacing = hi[i] - lo[i];
+    if (states[i] != 0 || spacing == 0.0 || std::fabs(hi[i]) >= 0x1p128 || std::fabs(lo[i]) >= 0x1p128) continue;
+    const double mid = lo[i] + spacing / 2;
+    if (std::fabs(xv[i] - mid) <= 0.375 * spacing) continue;
+    const bool was_low = out[i] == lo[i];
+    out[i] = was_low ? hi[i] : lo[i];
+    states[i] = static_cast<uint8_t>(was_low ? precision::LogState::kUp : precision::LogState::kDown);
+    ++flipped;
+  }
+  if (flipped > 0) *record = precision::LogRecord::FromStates(std::move(states), record->exact());
 }
 
 StepContext::Scope::Scope(StepContext* context) : previous_(g_current) { g_current = context; }

@@ -116,9 +116,19 @@ class StepContext {
   void set_expected_trace(StepTrace trace) { expected_trace_ = std::move(trace); }
   const std::string& divergence() const { return divergence_; }
 
-  // Replay only: throws vt::Error naming a record of the step log that no boundary used
-  // (the replayer computed a different set of boundaries than the trainer logged).
-  void CheckAllRecordsUsed() const;
+  // Replay: records that do not fit this computation. A boundary call with no record, or
+  // with a record of another size, is rounded to nearest (rnd_b(x')) and counted; a record no
+  // boundary reached is counted by FinishReplay(). An honest trainer's log always fits, so a
+  // mismatch is evidence that the trainer computed something else (PROTOCOL.md). The first
+  // one is described ("no log record for boundary 'fc0.weight:update' call 0 at step 7").
+  void FinishReplay();
+  int64_t log_mismatches() const { return log_mismatches_; }
+  const std::string& first_log_mismatch() const { return first_log_mismatch_; }
+
+  // Logging, for the game's steering scenario only (train/deviation.h): in every update-kind
+  // boundary call, up to `count` values far from any midpoint (|x - mid| > 3/8 spacing) are
+  // rounded the other way and logged as DOWN/UP, as if they had been inside the window.
+  void set_steer(int64_t count) { steer_ = count; }
 
   const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
 
@@ -149,6 +159,12 @@ class StepContext {
   StepTrace trace_;
   StepTrace expected_trace_;
   std::string divergence_;
+  int64_t log_mismatches_ = 0;
+  std::string first_log_mismatch_;
+  int64_t steer_ = 0;
+
+  void Mismatch(const std::string& what);
+  void Steer(const at::Tensor& x, at::Tensor* rounded, precision::LogRecord* record) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
 };

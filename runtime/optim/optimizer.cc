@@ -99,6 +99,11 @@ std::map<std::string, std::string> OptimizerConfig::Canonical() const {
 
 Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) { config_.Validate(); }
 
+void Optimizer::set_config(OptimizerConfig config) {
+  config.Validate();
+  config_ = std::move(config);
+}
+
 void Optimizer::InitState(const NamedTensors& params) {
   for (const auto& [name, p] : params) {
     if (config_.kind == "adamw" || config_.momentum > 0) {

@@ -59,6 +59,9 @@ class Optimizer {
   std::vector<std::pair<std::string, at::Tensor*>> NamedState();
 
   const OptimizerConfig& config() const { return config_; }
+  // Replaces the settings (validated); the state is kept. For a deviating trainer's
+  // scenarios (train/deviation.h).
+  void set_config(OptimizerConfig config);
 
  private:
   OptimizerConfig config_;

@@ -9,11 +9,13 @@
 namespace vt::train {
 
 StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::Dataset& data,
-                     uint64_t seed, int64_t batch, int64_t step, nn::StepContext& context) {
+                     uint64_t seed, int64_t batch, int64_t step, nn::StepContext& context,
+                     const Deviation* deviation) {
   nn::StepContext::Scope scope(&context);
   context.set_seed(seed);
   model.Train(true);
   data::Batch b = data::StepBatch(data, seed, batch, step);
+  if (deviation != nullptr) deviation->ApplyToBatch(step, data.classes(), &b);
   at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
   at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);
   const double loss_value = loss.item<double>();
@@ -25,8 +27,12 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
   for (const auto& [name, p] : params) {
     if (p->grad().defined()) p->mutable_grad() = context.Apply(name + ":grad", p->grad());
   }
-  optimizer.Step(params, step);
-  context.CheckAllRecordsUsed();
+  // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
+  if (deviation != nullptr && deviation->kind == Deviation::Kind::kSteer && deviation->Active(step)) {
+    context.set_steer(static_cast<int64_t>(deviation->AmountOr(4.0)));
+  }
+  if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
+  context.FinishReplay();
   return {loss_value, batch};
 }
 

@@ -35,15 +35,19 @@ void StepReport::AddCounts(const StepReport& o) {
   illegitimate += o.illegitimate;
   near_misses += o.near_misses;
   log_bytes += o.log_bytes;
+  log_mismatches += o.log_mismatches;
   if (divergence.empty()) divergence = o.divergence;
+  if (log_mismatch.empty()) log_mismatch = o.log_mismatch;
 }
 
 Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
     : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
   if (!options_.data) throw Error("a data set is required");
   const bool plain = mode == nn::Mode::kFp32 || mode == nn::Mode::kFp64 || mode == nn::Mode::kRounded;
-  if (!options_.store && !plain) throw Error("a store is required");
+  // A trainer that logs needs a store; an auditor without one is a judge (see Auditor).
+  if (!options_.store && !plain && mode != nn::Mode::kReplay) throw Error("a store is required");
   spec_.CheckData(*options_.data);
+  options_.deviation.Validate(*options_.data);
   FindProfile(options_.profile);  // fail early on a bad name
   windows_ = spec_.Windows();
   model_ = spec_.BuildModel();
@@ -70,6 +74,8 @@ std::vector<std::pair<std::string, at::Tensor*>> Runner::State() {
 }
 
 std::string Runner::StateBytes() { return EncodeState(State()); }
+
+std::vector<std::pair<std::string, at::Tensor*>> Runner::StateForRestore() { return State(); }
 
 void Runner::Checkpoint(uint64_t leaf) { options_.store->PutCheckpoint(options_.run, leaf, StateBytes()); }
 
@@ -109,7 +115,10 @@ StepReport Runner::Step() {
   nn::StepContext context(mode_, &windows_, step, &log);
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
   expected_trace_.clear();
-  StepResult result = TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context);
+  const Deviation& deviation = options_.deviation;
+  if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
+  StepResult result =
+      TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context, &deviation);
   Encoded records = FinishStep(step, context, log, std::move(prepared));
 
   StepReport report;
@@ -117,6 +126,8 @@ StepReport Runner::Step() {
   report.loss = result.loss;
   report.boundaries = context.stats();
   report.divergence = context.divergence();
+  report.log_mismatches = context.log_mismatches();
+  report.log_mismatch = context.first_log_mismatch();
   for (const auto& [name, s] : report.boundaries) {
     StepReport part;
     part.elements = s.elements;
@@ -179,7 +190,21 @@ RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run) 
 
 Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
     : Runner(std::move(spec), std::move(options), nn::Mode::kReplay), records_(std::move(records)) {
-  OpenOrResume();
+  if (options_.deviation.kind != Deviation::Kind::kNone) throw Error("only a trainer can deviate from its spec");
+  if (options_.store) {
+    if (!options_.start_checkpoint.empty()) throw Error("a start checkpoint is for an auditor without a store (a judge)");
+    OpenOrResume();
+    return;
+  }
+  if (options_.start_step < 0 || options_.start_step > spec_.steps()) {
+    throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " + std::to_string(options_.start_step));
+  }
+  if (!options_.start_checkpoint.empty()) {
+    DecodeStateInto(options_.start_checkpoint, StateForRestore());
+  } else if (options_.start_step != 0) {
+    throw Error("start step " + std::to_string(options_.start_step) + " needs the checkpoint after it");
+  }
+  step_ = options_.start_step;
 }
 
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {

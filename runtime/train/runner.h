@@ -24,6 +24,7 @@
 #include "runtime/nn/context.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/train/deviation.h"
 #include "runtime/train/spec.h"
 #include "store/store.h"
 
@@ -37,6 +38,13 @@ struct RunnerOptions {
   std::string metadata;                  // stored with the run (e.g. JSON). Default: empty.
   // Initial weights (safetensors) when the spec has model.init; their digest must match.
   std::string init_path;
+  // Trainers only: how a dishonest trainer departs from the spec (the game's scenarios).
+  // Default: none.
+  Deviation deviation;
+  // Auditors without a store (a judge): start from this canonical checkpoint after step
+  // `start_step` instead of the spec's initial state. Empty: the initial state.
+  std::string start_checkpoint;
+  int64_t start_step = 0;
 };
 
 struct StepReport {
@@ -52,10 +60,15 @@ struct StepReport {
   // Auditor: the first boundary call whose rounded values differ from the trainer's trace
   // ("" if none did; a replay that ends with equal states may still show none).
   std::string divergence;
+  // Auditor: log records that do not fit the replayed computation (StepContext::FinishReplay)
+  // and the first one described ("" if none).
+  int64_t log_mismatches = 0;
+  std::string log_mismatch;
   std::map<std::string, nn::BoundaryStats> boundaries;
 
   // Adds the counts of `other` (elements, logged, exact, corrections, illegitimate,
-  // near_misses, log_bytes) and keeps the first divergence; for totals over steps.
+  // near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for
+  // totals over steps.
   void AddCounts(const StepReport& other);
 };
 
@@ -69,6 +82,8 @@ class Runner {
   // Runs the next step. Throws vt::Error when done or on any failure (the store keeps the
   // consistent prefix written so far).
   StepReport Step();
+  // The last step this runner will run (the spec's steps).
+  int64_t last_step() const { return spec_.steps(); }
   // The Merkle root of the leaves stored so far (the committed root once done()). Throws
   // vt::Error for a runner without a store.
   store::Digest Root() const;
@@ -90,6 +105,7 @@ class Runner {
   // Set by an auditor's PrepareStep: the trainer's trace of the step.
   nn::StepTrace expected_trace_;
   void OpenOrResume();
+  std::vector<std::pair<std::string, at::Tensor*>> StateForRestore();
 
   Spec spec_;
   RunnerOptions options_;
@@ -126,6 +142,9 @@ RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run);
 
 class Auditor : public Runner {
  public:
+  // With options.store, the auditor commits its replay as a run there (resuming a partial
+  // one). Without a store it commits nothing (the judge): it starts from
+  // options.start_checkpoint after options.start_step, or from the spec's initial state.
   Auditor(Spec spec, RunnerOptions options, RecordSource records);
 
  protected:

@@ -7,6 +7,7 @@ local lazy = {
   test = "vt.test",
   pretty = "vt.pretty",
   repl = "vt.repl",
+  game = "vt.game",
 }
 
 return setmetatable(vt, {
