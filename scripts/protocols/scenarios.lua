@@ -223,4 +223,79 @@ function M.row(r)
   }
 end
 
+-- Command line of the scenario scripts: parses arg into context options.
+--   --setup mnist|tiny  --window tight|paper  --steps N  --k N  --from S  --dir PATH
+--   --trainer P  --auditor P  --judge P (profiles)  --remote  --json PATH
+function M.parse_args(args)
+  local options, i = {profiles = {}}, 1
+  local function value()
+    i = i + 1
+    if args[i] == nil then error("option " .. args[i - 1] .. " needs a value", 0) end
+    return args[i]
+  end
+  while args[i] do
+    local a = args[i]
+    if a == "--setup" then options.setup = value()
+    elseif a == "--window" then options.window = value()
+    elseif a == "--steps" then options.steps = tonumber(value())
+    elseif a == "--k" then options.k = tonumber(value())
+    elseif a == "--from" then options.from_step = tonumber(value())
+    elseif a == "--dir" then options.dir = value()
+    elseif a == "--trainer" or a == "--auditor" or a == "--judge" then options.profiles[a:sub(3)] = value()
+    elseif a == "--remote" then options.remote = true
+    elseif a == "--json" then options.json = value()
+    else
+      error("unknown argument '" .. a .. "' (valid: --setup, --window, --steps, --k, --from, --dir, --trainer, " ..
+            "--auditor, --judge, --remote, --json)", 0)
+    end
+    i = i + 1
+  end
+  return options
+end
+
+local function fmt_seconds(v) return v and string.format("%.2f", v) or "-" end
+
+-- Runs the named scenarios (all when `names` is nil), prints a summary of each and a table;
+-- returns true if every verdict is the expected one.
+function M.main(names, args)
+  local ok_args, options = pcall(M.parse_args, args or {})
+  if not ok_args then
+    io.stderr:write("vtrun: ", options, "\n")
+    os.exit(2)
+  end
+  local ctx = M.context(options)
+  local list = {}
+  for _, s in ipairs(M.list) do
+    if names == nil then list[#list + 1] = s.name end
+  end
+  for _, n in ipairs(names or {}) do list[#list + 1] = M.find(n).name end
+  print(string.format("setup %s, %d steps, checkpoint every %d, cheating from step %d; profiles: trainer %s, auditor %s, judge %s%s",
+                      options.setup or "mnist", ctx.steps, ctx.k, ctx.from_step, ctx.profiles.trainer, ctx.profiles.auditor,
+                      ctx.profiles.judge, ctx.remote and " (auditor and judge in their own processes)" or ""))
+  local rows, all_ok = {}, true
+  for _, name in ipairs(list) do
+    local r = M.run(name, ctx)
+    print(string.format("\n== %s: %s", name, r.scenario.what))
+    print(r.summary)
+    print(r.ok and "as expected" or ("NOT AS EXPECTED: " .. table.concat(r.problems, "; ")))
+    rows[#rows + 1] = M.row(r)
+    all_ok = all_ok and r.ok
+  end
+  print(string.format("\n%-20s %-7s %-17s %-9s %6s %8s %9s %8s %13s", "scenario", "window", "outcome", "interval", "rounds",
+                      "judge s", "train s", "judge/tr", "logged/step"))
+  for _, row in ipairs(rows) do
+    print(string.format("%-20s %-7s %-17s %-9s %6d %8s %9s %8s %13.1f%s", row.scenario, row.window, row.outcome, row.interval,
+                        row.rounds, fmt_seconds(row.judge_seconds), fmt_seconds(row.train_seconds),
+                        row.judge_over_train and string.format("%.3f", row.judge_over_train) or "-", row.logged_per_step,
+                        row.ok and "" or "  <-- expected " .. row.expected))
+  end
+  if options.json then
+    local f = assert(io.open(options.json, "w"))
+    f:write(vt.json.encode(rows, {indent = 1}), "\n")
+    f:close()
+  end
+  print(vt.json.encode({scenarios = #rows, as_expected = all_ok}))
+  return all_ok
+end
+
 return M

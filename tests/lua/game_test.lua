@@ -1,0 +1,160 @@
+-- The verification game: every scenario of PROTOCOL.md decided correctly, in one process and
+-- with the auditor and judge in their own processes under process-level profiles; transcripts;
+-- messages; errors users can cause.
+local T = require "vt.test"
+local game = require "vt.game"
+local scenarios = require "protocols.scenarios"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p '" .. tmp .. "'")
+
+local ctx = scenarios.context{setup = "tiny", dir = tmp .. "/local"}
+
+local s = T.suite("game scenarios")
+for _, scenario in ipairs(scenarios.list) do
+  s:test(scenario.name .. " -> " .. scenario.expect, function()
+    local r = scenarios.run(scenario.name, ctx)
+    T.assert_true(r.ok, scenario.name .. ": " .. table.concat(r.problems, "; ") .. " (" .. tostring(r.verdict.reason) .. ")")
+    if scenario.localised then
+      -- The dispute is exactly the interval holding the first cheating step, found by bisection
+      -- over 6 leaves in at most ceil(log2(6)) = 3 rounds.
+      T.assert_eq(r.verdict.interval.first_step, 13)
+      T.assert_eq(r.verdict.interval.last_step, 16)
+      T.assert_true(r.verdict.rounds <= 3)
+    end
+  end)
+end
+
+s:test("paper window: poisoning is decided by the judge's leaf, steering is not visible", function()
+  local paper = scenarios.context{setup = "tiny", window = "paper", dir = tmp .. "/paper"}
+  local r = scenarios.run("poison_labels", paper)
+  T.assert_eq(r.verdict.outcome, "trainer_at_fault")
+  T.assert_eq(r.verdict.judge_leaf, r.verdict.auditor_leaf)
+  T.assert_ne(r.verdict.judge_leaf, r.verdict.trainer_leaf)
+  T.assert_eq(r.verdict.evidence.illegitimate, 0)  -- |x' - mid| <= spacing/2 = 2w: nothing is illegitimate
+  local lazy = scenarios.run("lazy", paper)
+  T.assert_eq(lazy.verdict.outcome, "trainer_at_fault")
+  T.assert_true(lazy.verdict.evidence.log_mismatches > 0)
+  T.assert_true(lazy.verdict.evidence.steps[1].log_mismatch:find("no log record for boundary 'fc0.weight:momentum' call 0 at step 13", 1, true) ~= nil,
+                lazy.verdict.evidence.steps[1].log_mismatch)
+end)
+
+local remote = T.suite("game across processes")
+local rctx = scenarios.context{setup = "tiny", dir = tmp .. "/remote", remote = true,
+                               profiles = {trainer = "native", auditor = "nofma", judge = "refblas"}}
+for _, name in ipairs{"honest", "poison_labels", "lying_auditor", "rewrite_logs"} do
+  remote:test(name .. " with the auditor on nofma and the judge on refblas", function()
+    local r = scenarios.run(name, rctx)
+    T.assert_true(r.ok, name .. ": " .. table.concat(r.problems, "; ") .. " (" .. tostring(r.verdict.reason) .. ")")
+  end)
+end
+
+local t = T.suite("game transcripts and messages")
+t:test("every party's store holds the messages it sent and received; the client the verdict", function()
+  local dir = tmp .. "/transcripts"
+  local c = scenarios.context{setup = "tiny", dir = dir}
+  scenarios.run("poison_labels", c)
+  local function entries(name)
+    local store = vt.store.open(dir .. "/poison_labels-1-" .. name, {read_only = true})
+    local list = store:transcript("game")
+    local decoded = {}
+    for i, e in ipairs(list) do decoded[i] = vt.json.decode(e) end
+    store:close()
+    return decoded
+  end
+  local client, auditor, judge = entries("client"), entries("auditor"), entries("judge")
+  T.assert_eq(client[1].type, "commit")
+  T.assert_eq(client[1].kind, "request")
+  T.assert_eq(client[#client].kind, "verdict")
+  T.assert_eq(client[#client].body.outcome, "trainer_at_fault")
+  -- The auditor saw its audit request, its logs requests to the trainer and their replies, the bisection.
+  local types = {}
+  for _, m in ipairs(auditor) do types[m.type or m.kind] = (types[m.type or m.kind] or 0) + 1 end
+  T.assert_true(types.audit == 2 and types.logs >= 2 and types.bisect == 2 and types.leaf >= 2, vt.pretty.format(types))
+  -- Large byte fields (checkpoints) are kept as digest and size.
+  local handover
+  for _, m in ipairs(judge) do
+    if m.type == "handover" and m.kind == "reply" then handover = m end
+  end
+  T.assert_eq(type(handover.body.checkpoint), "table")
+  T.assert_eq(#handover.body.checkpoint.sha256, 64)
+end)
+
+t:test("the Lua Merkle tree equals the store's (roots and proofs, sizes 1..17)", function()
+  local store = vt.store.open(tmp .. "/merkle")
+  local run = store:create_run("r", {spec = "s", checkpoint_every = 1, steps = 16})
+  run:put_checkpoint(0, {{name = "w", tensor = vt.tensor{0}}})
+  local leaves = {run:leaf(0)}
+  for step = 1, 16 do
+    run:write_step(step, {})
+    run:put_checkpoint(step, {{name = "w", tensor = vt.tensor{step}}})
+    leaves[#leaves + 1] = run:leaf(step)
+  end
+  for size = 1, 17 do
+    T.assert_eq(game.merkle.root(leaves, size), run:root(size))
+    for i = 0, size - 1 do T.assert_eq(game.merkle.prove(leaves, i, size), run:prove(i, size)) end
+  end
+  store:close()
+end)
+
+t:test("a party that raises an error forfeits; the error is in the verdict", function()
+  local c = scenarios.context{setup = "tiny", dir = tmp .. "/errors"}
+  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
+                                            checkpoint_every = 2},
+                             data = c.data, store = vt.store.open(tmp .. "/errors/t")}
+  trained:run{progress = false}
+  local net = game.network{}
+  local trainer = net:add(game.trainer{runner = trained})
+  trainer.handlers.logs = function() error("disk on fire") end
+  net:add(game.auditor{store = vt.store.open(tmp .. "/errors/a"), data = c.data, profile = "splitk4"})
+  net:add(game.judge{store = vt.store.open(tmp .. "/errors/j"), data = c.data})
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/errors/c")}}
+  T.assert_eq(v.outcome, "trainer_at_fault")
+  T.assert_true(v.reason:find("disk on fire", 1, true) ~= nil, v.reason)
+end)
+
+local e = T.suite("game errors")
+e:test("constructors name what is missing or unknown", function()
+  T.assert_error(function() game.auditor{store = vt.store.open(tmp .. "/e1")} end, "option 'data' is required")
+  T.assert_error(function() game.judge{data = ctx.data} end, "option 'store' is required")
+  T.assert_error(function() game.client{store = vt.store.open(tmp .. "/e2"), colour = 1} end,
+                 "unknown option 'colour' (valid: name, store)", true)
+  T.assert_error(function() game.data{kind = "imagenet"} end, "unknown data kind 'imagenet'")
+  T.assert_error(function() game.remote{role = "client"} end, "role must be")
+  T.assert_error(function() scenarios.run("nope", ctx) end, "unknown scenario 'nope' (valid: honest,", true)
+end)
+
+e:test("deviations are checked", function()
+  local spec = vt.spec{model = vt.models.mlp(ctx.setup.model), data = ctx.data, steps = 2, batch = 4}
+  local n = 0
+  local function trainer(deviate)
+    n = n + 1
+    return vt.trainer{spec = spec, data = ctx.data, store = vt.store.open(tmp .. "/dev-" .. n), deviate = deviate}
+  end
+  T.assert_error(function() trainer{kind = "sloth"} end,
+                 "unknown deviation 'sloth' (valid: none, labels, trigger, lazy, lr, weight_decay, steer)", true)
+  T.assert_error(function() trainer{kind = "lr", from_step = 0} end, "from_step must be >= 1, got 0")
+  T.assert_error(function() trainer{kind = "trigger", target = 9} end, "trigger target must be a class in [0, 4), got 9", true)
+  T.assert_error(function() trainer{kind = "lr", speed = 2} end, "unknown option 'speed'")
+  local text = vt.data.synthetic{size = 64, input_shape = {16}, classes = 4}
+  local tspec = vt.spec{model = vt.models.mlp{input_shape = {16}, hidden = {8}, classes = 4}, data = text, steps = 2, batch = 4}
+  T.assert_error(function()
+    vt.trainer{spec = tspec, data = text, store = vt.store.open(tmp .. "/dev-text"), deviate = {kind = "trigger"}}
+  end, "a trigger patch needs image data")
+  T.assert_error(function()
+    vt.auditor{spec = spec, data = ctx.data, logs = "given", start = {step = 1}}
+  end, "start step 1 needs the checkpoint after it")
+end)
+
+e:test("a given-records auditor asks for its records", function()
+  local spec = vt.spec{model = vt.models.mlp(ctx.setup.model), data = ctx.data, steps = 2, batch = 4}
+  local a = vt.auditor{spec = spec, data = ctx.data, logs = "given"}
+  T.assert_error(function() a:step() end, "pass step 1's records to step(records)", true)
+  T.assert_error(function() a:step{{boundary = 3}} end, "record 1 needs boundary (string), call (integer) and value (bytes)", true)
+  local tr = vt.trainer{spec = spec, data = ctx.data, mode = "fp64"}
+  T.assert_error(function() tr:step{} end, "records are only for an auditor made with logs = \"given\"", true)
+end)
+
+T.run()
+os.execute("rm -rf '" .. tmp .. "'")
