@@ -152,6 +152,45 @@ int GridFn(lua_State* L) {
   });
 }
 
+// vt.divergence(x, y [, bits=32]) -> {elements, differ, max_abs, scale, max_rel, straddles}:
+// how far two machines' FP64 values of one boundary call are apart (calibration, E2, E7).
+// scale is max |x|; max_rel = max_abs / scale (0 when scale is 0); straddles counts the
+// elements that round to different b-grid values.
+int DivergenceFn(lua_State* L) {
+  const char* api = "vt.divergence";
+  at::Tensor x = CheckInputTensor(L, 1);
+  at::Tensor y = CheckInputTensor(L, 2);
+  int bits = 32;
+  if (!lua_isnoneornil(L, 3)) {
+    const int64_t b = CheckInteger(L, 3);
+    if (b < prec::kMinBits || b > prec::kMaxBits) Fail(L, api, "bits must be an integer in [10, 32], got " + std::to_string(b));
+    bits = static_cast<int>(b);
+  }
+  if (!x.sizes().equals(y.sizes())) Fail(L, api, "the tensors have different shapes");
+  return Protect(L, api, [&] {
+    const int64_t n = x.numel();
+    double max_abs = 0, scale = 0;
+    int64_t differ = 0, straddles = 0;
+    if (n > 0) {
+      at::Tensor d = (x - y).abs();
+      max_abs = d.max().item<double>();
+      scale = x.abs().max().item<double>();
+      differ = x.ne(y).sum().item<int64_t>();
+      prec::RoundOptions o;
+      o.bits = bits;
+      straddles = prec::Round(x, o).rounded.ne(prec::Round(y, o).rounded).sum().item<int64_t>();
+    }
+    lua_newtable(L);
+    SetNumbers(L, {{"elements", static_cast<double>(n)},
+                   {"differ", static_cast<double>(differ)},
+                   {"max_abs", max_abs},
+                   {"scale", scale},
+                   {"max_rel", scale > 0 ? max_abs / scale : 0.0},
+                   {"straddles", static_cast<double>(straddles)}});
+    return 1;
+  });
+}
+
 // vt.log.decode(bytes [, {max_elements=}]) -> record
 int DecodeFn(lua_State* L) {
   const char* api = "vt.log.decode";
@@ -390,7 +429,7 @@ void OpenPrecision(lua_State* L) {
 
   const luaL_Reg funcs[] = {
       {"round", RoundFn}, {"replay", ReplayFn},
-      {"grid", GridFn},   {"bench_rounding", BenchRoundingFn},
+      {"grid", GridFn},   {"bench_rounding", BenchRoundingFn}, {"divergence", DivergenceFn},
       {nullptr, nullptr},
   };
   SetFuncs(L, funcs);

@@ -318,13 +318,14 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
   o.metadata = OptString(L, 1, api, "metadata").value_or("");
   o.init_path = OptString(L, 1, api, "init").value_or("");
+  o.capture = OptBoolean(L, 1, api, "capture").value_or(false);
   return o;
 }
 
 int TrainerNew(lua_State* L) {
   const char* api = "vt.trainer";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init", "deviate"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init", "deviate", "capture"});
   std::string mode_name = OptString(L, 1, api, "mode").value_or("log");
   nn::Mode mode = nn::Mode::kLog;
   Protect(L, api, [&] {
@@ -368,7 +369,7 @@ std::map<const train::Runner*, std::shared_ptr<GivenRecords>>& GivenSources() {
 int AuditorNew(lua_State* L) {
   const char* api = "vt.auditor";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init", "start"});
+  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init", "start", "capture"});
   SpecPtr spec;
   train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, false);
   // logs: the trainer (its store and run), a store holding the trainer's run `logs_run`, or
@@ -483,6 +484,15 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   if (!r.divergence.empty()) {
     lua_pushstring(L, r.divergence.c_str());
     lua_setfield(L, -2, "divergence");
+  }
+  if (!r.captured.empty()) {
+    // captured["boundary#call"] = the FP64 input of that boundary call.
+    lua_newtable(L);
+    for (const auto& [key, t] : r.captured) {
+      PushTensor(L, t);
+      lua_setfield(L, -2, (key.first + "#" + std::to_string(key.second)).c_str());
+    }
+    lua_setfield(L, -2, "captured");
   }
   if (!boundaries) return;
   lua_newtable(L);

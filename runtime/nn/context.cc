@@ -99,11 +99,20 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
   options.alpha = w.alpha;
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
+  if (capture_ != nullptr) (*capture_)[{boundary, call}] = input.detach().clone();
   switch (mode_) {
     case Mode::kRounded:
       return precision::Round(input, options, nullptr, where).rounded.view(x.sizes());
     case Mode::kLog: {
       precision::LogRecord& record = (*log_)[{boundary, call}];
+      if (w.band == 0.0 && w.alpha == 0.0) {
+        // An exact boundary (calibrated: no divergence between machines): round to nearest,
+        // ties to even, and log nothing, so ties are not steerable either.
+        at::Tensor rounded = precision::Round(input, options, nullptr, where).rounded;
+        record = precision::LogRecord::FromStates(std::vector<uint8_t>(static_cast<size_t>(input.numel()), 0), {});
+        Trace(boundary, call, rounded);
+        return rounded.view(x.sizes());
+      }
       precision::RoundResult r = precision::Round(input, options, &record, where);
       if (steer_ > 0 && KindOf(boundary) == BoundaryKind::kUpdate) Steer(input, &r.rounded, &record);
       s.logged += record.counts().logged();

@@ -42,6 +42,9 @@ enum class BoundaryKind { kForward = 0, kBackward = 1, kGradient = 2, kUpdate = 
 BoundaryKind KindOf(const std::string& boundary);
 const char* KindName(BoundaryKind kind);  // "fwd", "bwd", "grad", "update"
 
+// A window with band 0 and alpha 0 marks an exact boundary (one whose values are the same
+// on every machine, e.g. calibrated update boundaries): values are rounded to nearest, ties
+// to even, and nothing is logged.
 struct Window {
   double band = 0.25;  // in units of spacing(x), [0, 0.5]. Default: 0.25 (paper mode).
   double alpha = 0.0;  // in units of the tensor's max |x|, >= 0. Default: 0.
@@ -130,6 +133,10 @@ class StepContext {
   // rounded the other way and logged as DOWN/UP, as if they had been inside the window.
   void set_steer(int64_t count) { steer_ = count; }
 
+  // Calibration: keep a copy of every boundary call's FP64 input (before rounding) in
+  // `*capture`, keyed by (boundary, call). Rounded, logging and replay modes.
+  void set_capture(std::map<RecordKey, at::Tensor>* capture) { capture_ = capture; }
+
   const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
 
   // Installs a context as the current thread's for its lifetime.
@@ -162,6 +169,7 @@ class StepContext {
   int64_t log_mismatches_ = 0;
   std::string first_log_mismatch_;
   int64_t steer_ = 0;
+  std::map<RecordKey, at::Tensor>* capture_ = nullptr;
 
   void Mismatch(const std::string& what);
   void Steer(const at::Tensor& x, at::Tensor* rounded, precision::LogRecord* record) const;

@@ -114,6 +114,8 @@ StepReport Runner::Step() {
   Encoded prepared = PrepareStep(step, &log);
   nn::StepContext context(mode_, &windows_, step, &log);
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
+  std::map<nn::RecordKey, at::Tensor> captured;
+  if (options_.capture) context.set_capture(&captured);
   expected_trace_.clear();
   const Deviation& deviation = options_.deviation;
   if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
@@ -128,6 +130,7 @@ StepReport Runner::Step() {
   report.divergence = context.divergence();
   report.log_mismatches = context.log_mismatches();
   report.log_mismatch = context.first_log_mismatch();
+  report.captured = std::move(captured);
   for (const auto& [name, s] : report.boundaries) {
     StepReport part;
     part.elements = s.elements;

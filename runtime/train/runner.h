@@ -45,6 +45,8 @@ struct RunnerOptions {
   // `start_step` instead of the spec's initial state. Empty: the initial state.
   std::string start_checkpoint;
   int64_t start_step = 0;
+  // Calibration: every step report carries the FP64 input of every boundary call.
+  bool capture = false;
 };
 
 struct StepReport {
@@ -65,6 +67,8 @@ struct StepReport {
   int64_t log_mismatches = 0;
   std::string log_mismatch;
   std::map<std::string, nn::BoundaryStats> boundaries;
+  // With RunnerOptions::capture: each boundary call's FP64 input before rounding.
+  std::map<nn::RecordKey, at::Tensor> captured;
 
   // Adds the counts of `other` (elements, logged, exact, corrections, illegitimate,
   // near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for

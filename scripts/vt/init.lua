@@ -8,6 +8,7 @@ local lazy = {
   pretty = "vt.pretty",
   repl = "vt.repl",
   game = "vt.game",
+  calibrate = "vt.calibrate",
 }
 
 return setmetatable(vt, {

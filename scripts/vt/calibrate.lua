@@ -1,0 +1,229 @@
+-- vt.calibrate: logging windows measured per boundary (ROUNDING.md, "Calibration").
+--
+--   local cal = vt.calibrate{spec = spec, data = data, profiles = {"native", "splitk4", "nofma"}, steps = 10}
+--   local calibrated = vt.spec{..., round = cal.round}        -- the windows go into the spec
+--   vt.trainer{spec = calibrated, ..., metadata = cal:json()} -- the measurements into the store
+--
+-- A trainer runs the spec's first `steps` steps on the first profile, logging in the spec's
+-- own windows and keeping every boundary call's FP64 input. On each other profile an
+-- auditor replays those steps with the trainer's logs (so every boundary sees the same
+-- upstream values) and keeps its inputs too. Per boundary, the largest divergence
+-- max|x - x'| / scale over calls, steps and profiles (scale = the call's max |x|) sets
+--   alpha = max(floor, safety * divergence), band = `band` (default 0).
+-- Update-kind boundaries (new parameters, optimizer state, running statistics) are
+-- elementwise IEEE arithmetic on bit-identical inputs, the same on every machine; when their
+-- measured divergence is exactly zero they get a zero window (band 0, alpha 0: only exact
+-- ties are logged) unless `exact_updates = false`. Without this, a learning rate such as 0.05
+-- puts about 1% of new weights within 1e-7 spacings of a midpoint (p - lr*m lands on a
+-- lattice of 1/80 spacings), and the floor would log them for nothing.
+-- Pairs of non-reference profiles are covered too: their divergence is at most the sum of
+-- two measured ones, which the safety factor (default 8) covers. Process-level profiles
+-- (nofma, refblas) run in a vtrun subprocess under `--profile`; `data` must then be a recipe
+-- table ({kind = "fashion_mnist", limit = 4096}, see vt.game.data).
+local M = {}
+
+local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "progress", "dir", "exact_updates"}
+
+local function check_options(options)
+  if type(options) ~= "table" then error("vt.calibrate: options must be a table {spec=, data=, profiles=, steps=}", 3) end
+  local allowed = {}
+  for _, k in ipairs(VALID) do allowed[k] = true end
+  for k in pairs(options) do
+    if not allowed[k] then
+      local v = {}
+      for _, x in ipairs(VALID) do v[#v + 1] = x end
+      table.sort(v)
+      error(string.format("vt.calibrate: unknown option '%s' (valid: %s)", tostring(k), table.concat(v, ", ")), 3)
+    end
+  end
+  if options.spec == nil then error("vt.calibrate: option 'spec' is required", 3) end
+  if options.data == nil then error("vt.calibrate: option 'data' is required (a data set, or a recipe for process-level profiles)", 3) end
+  local profiles = options.profiles or {"native", "splitk4", "blocked"}
+  if type(profiles) ~= "table" or #profiles < 2 then error("vt.calibrate: option 'profiles' needs two or more profile names", 3) end
+  local known = {}
+  for _, p in ipairs(vt.profiles()) do known[p.name] = p end
+  for _, p in ipairs(profiles) do
+    if known[p] == nil then error("vt.calibrate: unknown profile '" .. tostring(p) .. "'", 3) end
+  end
+  local steps = options.steps or 10
+  if type(steps) ~= "number" or steps < 1 or steps ~= math.floor(steps) then
+    error("vt.calibrate: option 'steps' must be an integer >= 1", 3)
+  end
+  local safety, floor, band = options.safety or 8, options.floor or 2 ^ -48, options.band or 0
+  if not (safety >= 1) then error("vt.calibrate: option 'safety' must be >= 1, got " .. tostring(safety), 3) end
+  if not (floor > 0) then error("vt.calibrate: option 'floor' must be > 0, got " .. tostring(floor), 3) end
+  if not (band >= 0 and band <= 0.25) then error("vt.calibrate: option 'band' must be in [0, 0.25], got " .. tostring(band), 3) end
+  return profiles, known, steps, safety, floor, band
+end
+
+-- The b of a boundary: update-kind boundaries round at 32 bits, others at the spec's bits.
+local function kind_of(boundary)
+  local kind = boundary:match(":([%w_]+)$") or ""
+  if kind == "fwd" or kind == "bwd" or kind == "grad" then return kind end
+  return "update"
+end
+
+-- Adds the divergence of every captured call in `mine` against the reference's to `acc`.
+local function compare(acc, reference, mine, bits)
+  for key, x in pairs(reference) do
+    local boundary = key:match("^(.*)#%d+$")
+    local y = mine[key]
+    local a = acc[boundary]
+    if a == nil then
+      a = {kind = kind_of(boundary), max_rel = 0, straddles = 0, differ = 0, elements = 0, calls = 0, missing = 0}
+      acc[boundary] = a
+    end
+    if y == nil then
+      a.missing = a.missing + 1
+    else
+      local d = vt.divergence(x, y, a.kind == "update" and 32 or bits)
+      if d.max_rel > a.max_rel then a.max_rel = d.max_rel end
+      a.straddles = a.straddles + d.straddles
+      a.differ = a.differ + d.differ
+      a.elements = a.elements + d.elements
+      a.calls = a.calls + 1
+    end
+  end
+end
+
+-- A subprocess worker for a process-level profile: replays the reference's steps and
+-- compares its own captured inputs with the reference's (read from a safetensors file).
+function M.worker()
+  local json = vt.json
+  local config = json.decode(io.stdin:read("*l"))
+  local spec = vt.spec.parse(config.spec)
+  local data = require("vt.game").data(config.data)
+  local auditor = vt.auditor{spec = spec, data = data, logs = "given", profile = config.profile, capture = true}
+  io.stdout:write(json.encode{ready = true}, "\n")
+  io.stdout:flush()
+  for line in io.stdin:lines() do
+    local request = json.decode(line)
+    local ok, result = pcall(function()
+      local report = auditor:step(request.records)
+      local reference = vt.safetensors.load(request.capture)
+      local acc = {}
+      compare(acc, reference, report.captured, config.bits)
+      return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate}
+    end)
+    io.stdout:write(json.encode(ok and result or {error = tostring(result)}), "\n")
+    io.stdout:flush()
+  end
+end
+
+local function merge(into, from)
+  for boundary, b in pairs(from) do
+    local a = into[boundary]
+    if a == nil then
+      into[boundary] = b
+    else
+      if b.max_rel > a.max_rel then a.max_rel = b.max_rel end
+      for _, k in ipairs{"straddles", "differ", "elements", "calls", "missing"} do a[k] = a[k] + b[k] end
+    end
+  end
+end
+
+local Calibration = {}
+Calibration.__index = Calibration
+
+-- The measurements and windows as JSON (for a run's metadata).
+function Calibration:json()
+  return vt.json.encode{profiles = self.profiles, steps = self.steps, safety = self.safety, floor = self.floor,
+                        band = self.band, boundaries = self.boundaries, round = self.round}
+end
+
+function M.calibrate(options)
+  local profiles, known, steps, safety, floor, band = check_options(options)
+  local spec = options.spec
+  local bits = tonumber(spec:get("round.bits"))
+  local active = vt.profile().name
+  local function is_local(p) return not known[p].process_level or p == active end
+  local reference = profiles[1]
+  if not is_local(reference) then
+    error("vt.calibrate: the first profile ('" .. reference .. "') is process-level; run under vtrun --profile " ..
+          reference .. " or put an in-process profile first", 2)
+  end
+  local data = options.data
+  local dataset = type(data) == "table" and require("vt.game").data(data) or data
+  local dir = options.dir or os.tmpname() .. ".calibrate"
+  os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
+
+  local t0 = vt.clock()
+  local store = vt.store.open(dir .. "/reference")
+  local trainer = vt.trainer{spec = spec, data = dataset, store = store, profile = reference, capture = true}
+  local run = store:run("run")
+  local others = {}
+  for i = 2, #profiles do
+    local p = profiles[i]
+    if is_local(p) then
+      others[#others + 1] = {name = p, auditor = vt.auditor{spec = spec, data = dataset, logs = "given", profile = p, capture = true}}
+    else
+      if type(data) ~= "table" then
+        error("vt.calibrate: profile '" .. p .. "' runs in another process; pass data as a recipe table (see vt.game.data)", 2)
+      end
+      local child = vt.process.spawn{vt.executable(), "--profile", p, "-e", "require('vt.calibrate').worker()"}
+      child:send(vt.json.encode{spec = spec:canonical(), data = data, profile = p, bits = bits})
+      local ready, why = child:receive(300)
+      if ready == nil then error("vt.calibrate: the worker for profile '" .. p .. "' did not start (" .. why .. ")", 2) end
+      others[#others + 1] = {name = p, child = child}
+    end
+  end
+
+  local acc = {}
+  local replay_problems = 0
+  for step = 1, math.min(steps, tonumber(spec:get("steps"))) do
+    local rt = trainer:step()
+    local records = run:step(step)
+    local capture_path
+    for _, o in ipairs(others) do
+      if o.auditor then
+        local ra = o.auditor:step(records)
+        replay_problems = replay_problems + ra.illegitimate + ra.log_mismatches
+        compare(acc, rt.captured, ra.captured, bits)
+      else
+        if capture_path == nil then
+          capture_path = dir .. "/capture.safetensors"
+          vt.safetensors.save(capture_path, rt.captured)
+        end
+        o.child:send(vt.json.encode{records = records, capture = capture_path})
+        local line, why = o.child:receive(3600)
+        if line == nil then error("vt.calibrate: the worker for profile '" .. o.name .. "' stopped (" .. why .. ")", 2) end
+        local result = vt.json.decode(line)
+        if result.error then error("vt.calibrate: worker for profile '" .. o.name .. "': " .. result.error, 2) end
+        replay_problems = replay_problems + result.illegitimate
+        merge(acc, result.boundaries)
+      end
+    end
+    rt.captured = nil
+    if options.progress then io.stderr:write(string.format("\rcalibrate: step %d/%d", step, steps)) end
+  end
+  if options.progress then io.stderr:write("\n") end
+  for _, o in ipairs(others) do
+    if o.child then o.child:close_input() o.child:wait(30) end
+  end
+
+  -- Windows: per boundary, and per kind the widest of its boundaries (for boundaries that
+  -- did not appear in the calibration steps).
+  local round = {bits = bits, boundaries = {}}
+  local by_kind = {}
+  local exact_updates = options.exact_updates ~= false
+  for boundary, a in pairs(acc) do
+    a.alpha = math.max(floor, safety * a.max_rel)
+    a.band = band
+    if exact_updates and a.kind == "update" and a.differ == 0 and a.missing == 0 then a.alpha, a.band = 0, 0 end
+    round.boundaries[boundary] = {band = band, alpha = a.alpha}
+    by_kind[a.kind] = math.max(by_kind[a.kind] or 0, a.alpha)
+  end
+  for _, kind in ipairs{"fwd", "bwd", "grad", "update"} do
+    local alpha = by_kind[kind] or floor
+    round[kind] = {band = alpha == 0 and 0 or band, alpha = alpha}
+  end
+
+  store:close()
+  os.execute("rm -rf '" .. dir .. "'")
+  local self = setmetatable({round = round, boundaries = acc, profiles = profiles, steps = steps, safety = safety,
+                             floor = floor, band = band, seconds = vt.clock() - t0, replay_problems = replay_problems},
+                            Calibration)
+  return self
+end
+
+return setmetatable(M, {__call = function(_, options) return M.calibrate(options) end})
