@@ -2,14 +2,17 @@
 -- other profile replaying its logs, and the roots compared. Process-level profiles run in
 -- their own processes (`vtrun --profile NAME`), so this script drives subprocesses.
 --
---   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...]
+--   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...] [window=paper|calibrated]
 --
+-- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
+-- profile as reference) and trains every run with those windows.
 -- Prints the matrix of (trainer, auditor) outcomes and exits 1 if any pair disagrees. Its
 -- closing line is "N passed, N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
 local steps = tonumber(arg[2]) or 200
 local workdir = arg[3] or (os.tmpname() .. ".pairs")
-local only = arg[4]
+local only = arg[4] ~= "" and arg[4] or nil
+local window = arg[5] or "paper"
 local vtrun = arg[-1]
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local worker = here .. "pairs_worker.lua"
@@ -33,12 +36,21 @@ local function run(profile, ...)
   return result
 end
 
-print(string.format("model %s, %d steps, profiles: %s", model, steps, table.concat(profiles, ", ")))
+print(string.format("model %s, %d steps, profiles: %s, %s window", model, steps, table.concat(profiles, ", "), window))
+local windows = ""
+if window == "calibrated" then
+  windows = workdir .. "/windows.json"
+  local c = run(profiles[1], "calibrate", windows, model, steps, table.concat(profiles, ","))
+  print(string.format("calibrated windows in %s s (reference %s): %s", c.seconds, profiles[1], windows))
+elseif window ~= "paper" then
+  error("window must be paper or calibrated, got " .. window)
+end
 local trained = {}
 for _, p in ipairs(profiles) do
-  local r = run(p, "train", workdir .. "/" .. p, model, steps)
+  local r = run(p, "train", workdir .. "/" .. p, model, steps, windows)
   trained[p] = r
-  print(string.format("trainer %-8s root %s  %s s  logged/step %s", p, r.root:sub(1, 16), r.seconds, r.logged_per_step))
+  print(string.format("trainer %-8s root %s  %s s  logged/step %s (fraction %s)  log bytes/step %s", p, r.root:sub(1, 16),
+                      r.seconds, r.logged_per_step, r.logged_fraction, r.log_bytes_per_step))
 end
 
 local passed, failed = 0, 0
@@ -51,7 +63,7 @@ for _, p in ipairs(profiles) do
     if p == q then
       row = row .. string.format(" %10s", "-")
     else
-      local a = run(q, "audit", workdir .. "/" .. p, workdir .. "/" .. p .. "-by-" .. q, model, steps)
+      local a = run(q, "audit", workdir .. "/" .. p, workdir .. "/" .. p .. "-by-" .. q, model, steps, windows)
       local ok = a.root == trained[p].root and a.illegitimate == "0"
       if ok then passed = passed + 1 else failed = failed + 1 end
       row = row .. string.format(" %10s", ok and ("ok/" .. a.corrections) or "DIFFER")
