@@ -1,0 +1,84 @@
+-- Calibration: windows measured across profiles (one of them in its own process) replay
+-- exactly on every pair and log far fewer values than the paper's window.
+local T = require "vt.test"
+
+local tmp = os.tmpname()
+os.remove(tmp)
+os.execute("mkdir -p '" .. tmp .. "'")
+
+local recipe = {kind = "synthetic", size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 3}
+local data = vt.game.data(recipe)
+local function spec(round, steps)
+  return vt.spec{model = vt.models.mlp{input_shape = {1, 8, 8}, hidden = {32, 16}, classes = 4}, data = data,
+                 optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}, batch = 16, steps = steps or 30, seed = 1,
+                 checkpoint_every = 5, round = round}
+end
+
+local s = T.suite("calibrate")
+local cal
+s:test("windows per boundary from the divergence of three profiles", function()
+  cal = vt.calibrate{spec = spec{bits = 32, band = 0.25}, data = recipe, profiles = {"native", "splitk4", "nofma"}, steps = 4}
+  T.assert_eq(cal.replay_problems, 0)
+  local fwd = cal.boundaries["fc0:fwd"]
+  T.assert_eq(fwd.kind, "fwd")
+  T.assert_true(fwd.calls == 2 * 4, "two other profiles, four steps: " .. fwd.calls)
+  T.assert_true(fwd.differ > 0, "profiles differ on fc0:fwd")
+  T.assert_eq(fwd.alpha, math.max(2 ^ -48, 8 * fwd.max_rel))
+  T.assert_eq(cal.round.boundaries["fc0:fwd"].alpha, fwd.alpha)
+  T.assert_eq(cal.round.boundaries["fc0:fwd"].band, 0)
+  -- Update-kind boundaries are the same everywhere: exact windows.
+  local upd = cal.boundaries["fc0.weight:update"]
+  T.assert_eq(upd.differ, 0)
+  T.assert_eq(cal.round.boundaries["fc0.weight:update"], {band = 0, alpha = 0})
+  -- The measurements travel as JSON (for a run's metadata).
+  local j = vt.json.decode(cal:json())
+  T.assert_eq(j.boundaries["fc0:fwd"].alpha, fwd.alpha)
+end)
+
+s:test("calibrated windows replay exactly on every pair and log a small fraction of what the paper's window logs", function()
+  local calibrated = spec(cal.round)
+  local paper = spec{bits = 32, band = 0.25}
+  local roots, logged = {}, {}
+  for _, p in ipairs{"native", "splitk4", "blocked"} do
+    local t = vt.trainer{spec = calibrated, data = data, store = vt.store.open(tmp .. "/t-" .. p), profile = p,
+                         metadata = cal:json()}
+    local r = t:run{progress = false}
+    roots[p], logged[p] = r.root, r.logged / r.elements
+    T.assert_eq(vt.json.decode(t:store():run("run"):metadata()).safety, 8)
+    for _, q in ipairs{"native", "splitk4", "blocked"} do
+      if q ~= p then
+        local a = vt.auditor{spec = calibrated, data = data, logs = t, profile = q, store = vt.store.open(tmp .. "/a-" .. p .. "-" .. q)}
+        local ra = a:run{progress = false}
+        T.assert_eq(ra.root, r.root, p .. " -> " .. q)
+        T.assert_eq(ra.illegitimate, 0)
+      end
+    end
+  end
+  local pr = vt.trainer{spec = paper, data = data, store = vt.store.open(tmp .. "/paper")}:run{progress = false}
+  T.assert_true(logged.native < 0.01 * (pr.logged / pr.elements),
+                string.format("calibrated %.3g vs paper %.3g", logged.native, pr.logged / pr.elements))
+end)
+
+s:test("bad options name what is wrong", function()
+  local sp = spec{bits = 32}
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, profiles = {"native"}} end, "needs two or more profile names")
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, profiles = {"native", "gpu9"}} end, "unknown profile 'gpu9'")
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, steps = 0} end, "'steps' must be an integer >= 1")
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, saftey = 8} end, "unknown option 'saftey'")
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, profiles = {"native", "nofma"}} end,
+                 "runs in another process; pass data as a recipe table")
+  T.assert_error(function() vt.calibrate{spec = sp, data = data, profiles = {"refblas", "native"}} end,
+                 "the first profile ('refblas') is process-level", true)
+end)
+
+s:test("an exact window (band 0, alpha 0) logs nothing, ties included", function()
+  local exact = spec({bits = 32, band = 0, alpha = 0}, 3)
+  local t = vt.trainer{spec = exact, data = data, store = vt.store.open(tmp .. "/exact")}
+  local r = t:run{progress = false}
+  T.assert_eq(r.logged, 0)
+  local a = vt.auditor{spec = exact, data = data, logs = t, profile = "native", store = vt.store.open(tmp .. "/exact-a")}
+  T.assert_eq(a:run{progress = false}.root, r.root)
+end)
+
+T.run()
+os.execute("rm -rf '" .. tmp .. "'")
