@@ -74,6 +74,7 @@ int OpenVtCore(lua_State* L) {
   OpenTrain(L);
   OpenSafetensors(L);
   OpenJson(L);
+  OpenCompress(L);
   OpenProcess(L);
   return 1;
 }

@@ -587,6 +587,51 @@ int RunnerRun(lua_State* L) {
   });
 }
 
+// runner:evaluate(data [, {limit=1024, batch=256}]) -> {loss, accuracy, examples, outputs}:
+// the current model on the first `limit` examples of `data` in evaluation mode (batch norm
+// on running statistics, no dropout, no rounding, no gradients). outputs: the logits
+// (float64). For experiments (test loss, output distance between runs).
+int RunnerEvaluate(lua_State* L) {
+  const char* api = "vt.runner.evaluate";
+  RunnerPtr& r = CheckRunner(L, 1);
+  DatasetPtr& data = CheckUserdata<DatasetPtr>(L, 2, kDatasetMeta, "vt.Dataset");
+  CheckOptions(L, 3, api, {"limit", "batch"});
+  const int64_t limit = OptInteger(L, 3, api, "limit").value_or(1024);
+  const int64_t batch = OptInteger(L, 3, api, "batch").value_or(256);
+  if (limit < 1 || batch < 1) Fail(L, api, "limit and batch must be >= 1");
+  return Protect(L, api, [&] {
+    nn::Model& model = r->model();
+    const bool was_training = model.training();
+    model.Train(false);
+    at::NoGradGuard no_grad;
+    const at::ScalarType dtype = model.NamedParameters().front().second->scalar_type();
+    const int64_t n = std::min(limit, data->size());
+    double loss_sum = 0;
+    int64_t correct = 0, counted = 0;
+    std::vector<at::Tensor> outputs;
+    for (int64_t start = 0; start < n; start += batch) {
+      std::vector<int64_t> idx;
+      for (int64_t i = start; i < std::min(n, start + batch); ++i) idx.push_back(i);
+      data::Batch b = data->Get(idx, 0, 0);
+      at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(dtype) : b.inputs;
+      at::Tensor logits = model.Forward(inputs);
+      const int64_t items = b.targets.numel();
+      loss_sum += model.Loss(logits, b.targets).item<double>() * static_cast<double>(items);
+      correct += logits.argmax(-1).eq(b.targets).sum().item<int64_t>();
+      counted += items;
+      outputs.push_back(logits.to(at::kDouble));
+    }
+    model.Train(was_training);
+    lua_newtable(L);
+    SetNumbers(L, {{"loss", loss_sum / static_cast<double>(counted)},
+                   {"accuracy", static_cast<double>(correct) / static_cast<double>(counted)},
+                   {"examples", static_cast<double>(n)}});
+    PushTensor(L, at::cat(outputs));
+    lua_setfield(L, -2, "outputs");
+    return 1;
+  });
+}
+
 // runner:checkpoint() -> the current state (model and optimizer) in its canonical encoding:
 // the bytes whose SHA-256 is the state digest of a leaf.
 int RunnerCheckpoint(lua_State* L) {
@@ -702,7 +747,7 @@ void OpenTrain(lua_State* L) {
   const luaL_Reg runner_methods[] = {
       {"step", RunnerStep},   {"steps", RunnerSteps}, {"run", RunnerRun},       {"root", RunnerRoot},
       {"done", RunnerDone},   {"step_count", RunnerStepCount}, {"spec", RunnerSpec}, {"store", RunnerStore},
-      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {"checkpoint", RunnerCheckpoint},
+      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {"checkpoint", RunnerCheckpoint}, {"evaluate", RunnerEvaluate},
       {nullptr, nullptr},
   };
   const luaL_Reg runner_meta[] = {{"__gc", RunnerGc}, {"__tostring", RunnerToString}, {nullptr, nullptr}};

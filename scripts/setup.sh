@@ -24,6 +24,7 @@ PACKAGES=(
   libopenblas0-openmp libblis4-openmp libblas3  # BLAS variants (device profiles)
   catch2                                    # C++ unit tests
   python3-numpy                             # .npy interoperability test
+  gnuplot-nox                               # PNG plots of the experiments (scripts/experiments)
 )
 
 missing=()
