@@ -196,6 +196,49 @@ local function forfeit(party, reason)
   error(setmetatable({forfeit = party, reason = reason}, Forfeit), 0)
 end
 
+-- The shape of every answer, checked before the asking party uses it: a malformed answer
+-- makes the answering party lose, not the one that asked.
+local function is_hex(v) return type(v) == "string" and #v == 64 and v:match("^[0-9a-f]+$") ~= nil end
+local function is_int(v) return type(v) == "number" and v >= 0 and v == math.floor(v) end
+local function is_array(v, item)
+  if type(v) ~= "table" then return false end
+  for _, x in ipairs(v) do
+    if not item(x) then return false end
+  end
+  return true
+end
+local function is_leaf(v)
+  return type(v) == "table" and is_int(v.index) and is_hex(v.leaf) and is_array(v.proof, is_hex)
+end
+local function is_full_leaf(v) return is_leaf(v) and is_hex(v.state_digest) and is_hex(v.log_digest) end
+local function is_record(r)
+  return type(r) == "table" and type(r.boundary) == "string" and is_int(r.call) and type(r.value) == "string"
+end
+local function is_steps(v)
+  return is_array(v, function(st) return type(st) == "table" and is_int(st.step) and is_array(st.records, is_record) end)
+end
+local SCHEMAS = {
+  commit = {spec = function(v) return type(v) == "string" end, spec_hash = is_hex, n_leaves = is_int, root = is_hex,
+            checkpoint_every = is_int, steps = is_int},
+  logs = {leaf = is_full_leaf, steps = is_steps},
+  leaf = {index = is_int, leaf = is_hex, proof = function(v) return is_array(v, is_hex) end},
+  handover = {steps = is_steps},
+  weights = {leaf = is_full_leaf, checkpoint = function(v) return type(v) == "string" end},
+  audit = {root = is_hex, n_leaves = is_int},
+  bisect = {rounds = is_int},
+  adjudicate = {outcome = function(v) return type(v) == "string" end},
+}
+M.is_full_leaf = is_full_leaf
+
+local function check_answer(to, type_, body)
+  local schema = SCHEMAS[type_]
+  if schema == nil or (type(body) == "table" and body.refused) then return end
+  if type(body) ~= "table" then forfeit(to, "malformed answer to '" .. type_ .. "': not an object") end
+  for field, ok in pairs(schema) do
+    if not ok(body[field]) then forfeit(to, "malformed answer to '" .. type_ .. "': field '" .. field .. "' is missing or invalid") end
+  end
+end
+
 -- One request/reply exchange. The request and the reply cross as JSON text; both are
 -- appended to the sender's and the receiver's transcripts (a remote party appends in its own
 -- process). Returns the reply body.
@@ -223,6 +266,7 @@ function Network:request(from, to, type_, body)
     forfeit(to, string.format("missed the deadline of '%s' (%.2f s > %.2f s)", type_, elapsed, deadline))
   end
   if reply.body and reply.body.refused then forfeit(to, "refused to answer '" .. type_ .. "'") end
+  check_answer(to, type_, reply.body)
   return reply.body
 end
 
@@ -836,6 +880,7 @@ function M.serve()
     if reply.error then forfeit(to, "error answering '" .. type_ .. "': " .. tostring(reply.error)) end
     if reply.forfeit then error(setmetatable({forfeit = reply.forfeit.party, reason = reply.forfeit.reason}, Forfeit), 0) end
     if reply.body and reply.body.refused then forfeit(to, "refused to answer '" .. type_ .. "'") end
+    check_answer(to, type_, reply.body)
     return reply.body
   end}
   send{hello = config.role, pid = 0}

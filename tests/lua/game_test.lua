@@ -114,6 +114,30 @@ t:test("a party that raises an error forfeits; the error is in the verdict", fun
   T.assert_true(v.reason:find("disk on fire", 1, true) ~= nil, v.reason)
 end)
 
+t:test("a malformed answer makes the answering party lose", function()
+  local c = scenarios.context{setup = "tiny", dir = tmp .. "/malformed"}
+  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
+                                            checkpoint_every = 2},
+                             data = c.data, store = vt.store.open(tmp .. "/malformed/t")}
+  trained:run{progress = false}
+  for _, case in ipairs{
+    {"logs", function() return {leaf = {index = 1}, steps = "lots"} end, "field 'leaf' is missing or invalid"},
+    {"logs", function(self, body) local m = self:leaf_message(body.leaf) return {leaf = m, steps = {{step = "one"}}} end,
+     "field 'steps' is missing or invalid"},
+    {"commit", function() return {spec = "x", spec_hash = "zz", n_leaves = 3, root = string.rep("0", 64)} end,
+     "field 'spec_hash' is missing or invalid"},
+  } do
+    local net = game.network{}
+    local trainer = net:add(game.trainer{runner = trained})
+    trainer.handlers[case[1]] = case[2]
+    net:add(game.auditor{store = vt.store.open(tmp .. "/malformed/a-" .. case[3]:sub(8, 12)), data = c.data, profile = "splitk4"})
+    net:add(game.judge{store = vt.store.open(tmp .. "/malformed/j-" .. case[3]:sub(8, 12)), data = c.data})
+    local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/malformed/c-" .. case[3]:sub(8, 12))}}
+    T.assert_eq(v.outcome, "trainer_at_fault", v.reason)
+    T.assert_true(v.reason:find(case[3], 1, true) ~= nil, v.reason)
+  end
+end)
+
 local e = T.suite("game errors")
 e:test("constructors name what is missing or unknown", function()
   T.assert_error(function() game.auditor{store = vt.store.open(tmp .. "/e1")} end, "option 'data' is required")
