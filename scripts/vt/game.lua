@@ -234,8 +234,13 @@ local function check_answer(to, type_, body)
   local schema = SCHEMAS[type_]
   if schema == nil or (type(body) == "table" and body.refused) then return end
   if type(body) ~= "table" then forfeit(to, "malformed answer to '" .. type_ .. "': not an object") end
-  for field, ok in pairs(schema) do
-    if not ok(body[field]) then forfeit(to, "malformed answer to '" .. type_ .. "': field '" .. field .. "' is missing or invalid") end
+  local fields = {}
+  for field in pairs(schema) do fields[#fields + 1] = field end
+  table.sort(fields)  -- the first bad field in name order, so the message is stable
+  for _, field in ipairs(fields) do
+    if not schema[field](body[field]) then
+      forfeit(to, "malformed answer to '" .. type_ .. "': field '" .. field .. "' is missing or invalid")
+    end
   end
 end
 
