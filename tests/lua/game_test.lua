@@ -124,7 +124,7 @@ t:test("a malformed answer makes the answering party lose", function()
     {"logs", function() return {leaf = {index = 1}, steps = "lots"} end, "field 'leaf' is missing or invalid"},
     {"logs", function(self, body) local m = self:leaf_message(body.leaf) return {leaf = m, steps = {{step = "one"}}} end,
      "field 'steps' is missing or invalid"},
-    {"commit", function() return {spec = "x", spec_hash = "zz", n_leaves = 3, root = string.rep("0", 64)} end,
+    {"commit", function() return {spec = "x", spec_hash = "zz", n_leaves = 3, root = string.rep("0", 64), checkpoint_every = 2, steps = 4} end,
      "field 'spec_hash' is missing or invalid"},
   } do
     local net = game.network{}
