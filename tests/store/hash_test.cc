@@ -82,6 +82,22 @@ TEST_CASE("store: CRC-32C known answers (RFC 3720 B.4) and hardware = portable",
     uint32_t part = Crc32cExtend(0, data.data(), split);
     CHECK(Crc32cExtend(part, data.data() + split, data.size() - split) == ref);
   }
+  // Long inputs take the three-stream path (blocks of 3 x 256 and 3 x 8192 bytes): around
+  // every block boundary, at unaligned starts, and chained.
+  std::string big(3 * 8192 * 3 + 3 * 256 * 2 + 77, '\0');
+  for (char& c : big) c = static_cast<char>(rng());
+  for (size_t len : {size_t{767}, size_t{768}, size_t{769}, size_t{3 * 8192 - 1}, size_t{3 * 8192}, size_t{3 * 8192 + 8},
+                     size_t{2 * 3 * 8192 + 3 * 256 + 5}, big.size() - 3}) {
+    for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
+      INFO("length " << len << " offset " << offset);
+      std::string slice = big.substr(offset, len);
+      uint32_t ref = ReferenceCrc32c(slice);
+      CHECK(Crc32cExtend(0, slice.data(), slice.size()) == ref);
+      CHECK(Crc32cExtendPortable(0, slice.data(), slice.size()) == ref);
+      uint32_t part = Crc32cExtend(0, slice.data(), len / 3);
+      CHECK(Crc32cExtend(part, slice.data() + len / 3, len - len / 3) == ref);
+    }
+  }
 }
 
 TEST_CASE("store: envelope known answer and every single-byte flip detected", "[store]") {
