@@ -14,6 +14,7 @@
 #include "runtime/common/error.h"
 #include "runtime/precision/bench.h"
 #include "runtime/precision/codec.h"
+#include "runtime/precision/divergence.h"
 #include "runtime/precision/kernels.h"
 #include "runtime/precision/log_record.h"
 #include "runtime/precision/round.h"
@@ -168,25 +169,14 @@ int DivergenceFn(lua_State* L) {
   }
   if (!x.sizes().equals(y.sizes())) Fail(L, api, "the tensors have different shapes");
   return Protect(L, api, [&] {
-    const int64_t n = x.numel();
-    double max_abs = 0, scale = 0;
-    int64_t differ = 0, straddles = 0;
-    if (n > 0) {
-      at::Tensor d = (x - y).abs();
-      max_abs = d.max().item<double>();
-      scale = x.abs().max().item<double>();
-      differ = x.ne(y).sum().item<int64_t>();
-      prec::RoundOptions o;
-      o.bits = bits;
-      straddles = prec::Round(x, o).rounded.ne(prec::Round(y, o).rounded).sum().item<int64_t>();
-    }
+    const prec::Divergence d = prec::MeasureDivergence(x, y, bits);
     lua_newtable(L);
-    SetNumbers(L, {{"elements", static_cast<double>(n)},
-                   {"differ", static_cast<double>(differ)},
-                   {"max_abs", max_abs},
-                   {"scale", scale},
-                   {"max_rel", scale > 0 ? max_abs / scale : 0.0},
-                   {"straddles", static_cast<double>(straddles)}});
+    SetNumbers(L, {{"elements", static_cast<double>(d.elements)},
+                   {"differ", static_cast<double>(d.differ)},
+                   {"max_abs", d.max_abs},
+                   {"scale", d.scale},
+                   {"max_rel", d.max_rel()},
+                   {"straddles", static_cast<double>(d.straddles)}});
     return 1;
   });
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "bindings/lua_support.h"
@@ -494,6 +495,17 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
     }
     lua_setfield(L, -2, "captured");
   }
+  if (!r.divergence_stats.empty()) {
+    lua_newtable(L);
+    for (const auto& [name, d] : r.divergence_stats) {
+      lua_newtable(L);
+      SetNumbers(L, {{"calls", static_cast<double>(d.calls)}, {"elements", static_cast<double>(d.elements)},
+                     {"differ", static_cast<double>(d.differ)}, {"straddles", static_cast<double>(d.straddles)},
+                     {"missing", static_cast<double>(d.missing)}, {"max_rel", d.max_rel}});
+      lua_setfield(L, -2, name.c_str());
+    }
+    lua_setfield(L, -2, "divergence_stats");
+  }
   if (!boundaries) return;
   lua_newtable(L);
   for (const auto& [name, s] : r.boundaries) {
@@ -505,13 +517,34 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   lua_setfield(L, -2, "boundaries");
 }
 
-// runner:step([records]): records are for an auditor made with logs = "given".
+// runner:step([records [, {compare = captured}]]): records are for an auditor made with
+// logs = "given"; compare (a reference's report.captured) measures this step's divergence
+// from it, boundary by boundary, without keeping this runner's values.
 int RunnerStep(lua_State* L) {
+  const char* api = "vt.runner.step";
   RunnerPtr& r = CheckRunner(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     auto it = GivenSources().find(r.get());
-    if (it == GivenSources().end()) Fail(L, "vt.runner.step", "records are only for an auditor made with logs = \"given\"");
-    it->second->pending[r->step() + 1] = ReadRecords(L, 2, "vt.runner.step");
+    if (it == GivenSources().end()) Fail(L, api, "records are only for an auditor made with logs = \"given\"");
+    it->second->pending[r->step() + 1] = ReadRecords(L, 2, api);
+  }
+  CheckOptions(L, 3, api, {"compare"});
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "compare");
+    if (lua_istable(L, -1)) {
+      std::map<nn::RecordKey, at::Tensor> reference;
+      const int t = lua_gettop(L);
+      lua_pushnil(L);
+      while (lua_next(L, t) != 0) {
+        const char* key = lua_tostring(L, -2);
+        const char* hash = key ? std::strrchr(key, '#') : nullptr;
+        if (hash == nullptr) Fail(L, api, "compare keys are \"boundary#call\" (a report's captured table)");
+        reference[{std::string(key, hash), std::atoi(hash + 1)}] = CheckTensor(L, -1);
+        lua_pop(L, 1);
+      }
+      r->CompareNextStep(std::move(reference));
+    }
+    lua_pop(L, 1);
   }
   return Protect(L, "vt.runner.step", [&] {
     PushReport(L, r->Step(), true);

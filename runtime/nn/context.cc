@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/common/error.h"
+#include "runtime/precision/divergence.h"
 #include "runtime/precision/round.h"
 #include "store/crc32c.h"
 
@@ -100,6 +101,7 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
   if (capture_ != nullptr) (*capture_)[{boundary, call}] = input.detach().clone();
+  if (compare_ != nullptr) Compare(boundary, call, input);
   switch (mode_) {
     case Mode::kRounded:
       return precision::Round(input, options, nullptr, where).rounded.view(x.sizes());
@@ -188,6 +190,21 @@ StepTrace DecodeTrace(const std::string& bytes) {
     trace[{name, static_cast<int32_t>(call)}] = crc;
   }
   return trace;
+}
+
+void StepContext::Compare(const std::string& boundary, int32_t call, const at::Tensor& input) {
+  DivergenceStats& d = divergence_stats_[boundary];
+  auto it = compare_->find({boundary, call});
+  if (it == compare_->end() || !it->second.sizes().equals(input.sizes())) {
+    ++d.missing;
+    return;
+  }
+  const precision::Divergence m = precision::MeasureDivergence(it->second, input, windows_->BitsFor(boundary));
+  d.calls += 1;
+  d.elements += m.elements;
+  d.differ += m.differ;
+  d.straddles += m.straddles;
+  d.max_rel = std::max(d.max_rel, m.max_rel());
 }
 
 void StepContext::Mismatch(const std::string& what) {

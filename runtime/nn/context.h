@@ -66,6 +66,14 @@ struct WindowTable {
   void Validate() const;
 };
 
+// How far this machine's values at one boundary are from a reference's (calibration),
+// over a step's calls: the largest max|x - x'| / scale of any call, and sums.
+struct DivergenceStats {
+  int64_t calls = 0, elements = 0, differ = 0, straddles = 0;
+  int64_t missing = 0;  // calls the reference has no values for
+  double max_rel = 0.0;
+};
+
 // What happened at one boundary over a step (summed over its calls).
 struct BoundaryStats {
   int64_t calls = 0;
@@ -136,6 +144,10 @@ class StepContext {
   // Calibration: keep a copy of every boundary call's FP64 input (before rounding) in
   // `*capture`, keyed by (boundary, call). Rounded, logging and replay modes.
   void set_capture(std::map<RecordKey, at::Tensor>* capture) { capture_ = capture; }
+  // Calibration without keeping this machine's values: compare every boundary call's FP64
+  // input with the reference's (same keys) as it happens; see divergence_stats().
+  void set_compare(const std::map<RecordKey, at::Tensor>* reference) { compare_ = reference; }
+  const std::map<std::string, DivergenceStats>& divergence_stats() const { return divergence_stats_; }
 
   const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
 
@@ -170,6 +182,9 @@ class StepContext {
   std::string first_log_mismatch_;
   int64_t steer_ = 0;
   std::map<RecordKey, at::Tensor>* capture_ = nullptr;
+  const std::map<RecordKey, at::Tensor>* compare_ = nullptr;
+  std::map<std::string, DivergenceStats> divergence_stats_;
+  void Compare(const std::string& boundary, int32_t call, const at::Tensor& input);
 
   void Mismatch(const std::string& what);
   void Steer(const at::Tensor& x, at::Tensor* rounded, precision::LogRecord* record) const;

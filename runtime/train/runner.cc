@@ -116,6 +116,9 @@ StepReport Runner::Step() {
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
   std::map<nn::RecordKey, at::Tensor> captured;
   if (options_.capture) context.set_capture(&captured);
+  std::map<nn::RecordKey, at::Tensor> reference = std::move(compare_next_);
+  compare_next_.clear();
+  if (!reference.empty()) context.set_compare(&reference);
   expected_trace_.clear();
   const Deviation& deviation = options_.deviation;
   if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
@@ -131,6 +134,7 @@ StepReport Runner::Step() {
   report.log_mismatches = context.log_mismatches();
   report.log_mismatch = context.first_log_mismatch();
   report.captured = std::move(captured);
+  report.divergence_stats = context.divergence_stats();
   for (const auto& [name, s] : report.boundaries) {
     StepReport part;
     part.elements = s.elements;

@@ -69,6 +69,8 @@ struct StepReport {
   std::map<std::string, nn::BoundaryStats> boundaries;
   // With RunnerOptions::capture: each boundary call's FP64 input before rounding.
   std::map<nn::RecordKey, at::Tensor> captured;
+  // After Runner::CompareNextStep: per boundary, the divergence from the reference's inputs.
+  std::map<std::string, nn::DivergenceStats> divergence_stats;
 
   // Adds the counts of `other` (elements, logged, exact, corrections, illegitimate,
   // near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for
@@ -86,6 +88,9 @@ class Runner {
   // Runs the next step. Throws vt::Error when done or on any failure (the store keeps the
   // consistent prefix written so far).
   StepReport Step();
+  // Calibration: compare the next step's boundary inputs with `reference` (keyed like
+  // StepReport::captured) as they happen; the report carries divergence_stats.
+  void CompareNextStep(std::map<nn::RecordKey, at::Tensor> reference) { compare_next_ = std::move(reference); }
   // The last step this runner will run (the spec's steps).
   int64_t last_step() const { return spec_.steps(); }
   // The Merkle root of the leaves stored so far (the committed root once done()). Throws
@@ -108,6 +113,7 @@ class Runner {
                                                                         std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
   // Set by an auditor's PrepareStep: the trainer's trace of the step.
   nn::StepTrace expected_trace_;
+  std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
   std::vector<std::pair<std::string, at::Tensor*>> StateForRestore();
 

@@ -5,9 +5,9 @@
 --   vt.trainer{spec = calibrated, ..., metadata = cal:json()} -- the measurements into the store
 --
 -- A trainer runs the spec's first `steps` steps on the first profile, logging in the spec's
--- own windows and keeping every boundary call's FP64 input. On each other profile an
--- auditor replays those steps with the trainer's logs (so every boundary sees the same
--- upstream values) and keeps its inputs too. Per boundary, the largest divergence
+-- own windows and keeping every boundary call's FP64 input for the step. On each other
+-- profile an auditor replays those steps with the trainer's logs (so every boundary sees the
+-- same upstream values) and compares its own inputs with the trainer's as they happen. Per boundary, the largest divergence
 -- max|x - x'| / scale over calls, steps and profiles (scale = the call's max |x|) sets
 --   alpha = max(floor, safety * divergence), band = `band` (default 0).
 -- Update-kind boundaries (new parameters, optimizer state, running statistics) are
@@ -63,26 +63,16 @@ local function kind_of(boundary)
   return "update"
 end
 
--- Adds the divergence of every captured call in `mine` against the reference's to `acc`.
-local function compare(acc, reference, mine, bits)
-  for key, x in pairs(reference) do
-    local boundary = key:match("^(.*)#%d+$")
-    local y = mine[key]
+-- Adds a step report's divergence_stats (this machine against the reference) to `acc`.
+local function add_stats(acc, stats)
+  for boundary, d in pairs(stats or {}) do
     local a = acc[boundary]
     if a == nil then
       a = {kind = kind_of(boundary), max_rel = 0, straddles = 0, differ = 0, elements = 0, calls = 0, missing = 0}
       acc[boundary] = a
     end
-    if y == nil then
-      a.missing = a.missing + 1
-    else
-      local d = vt.divergence(x, y, a.kind == "update" and 32 or bits)
-      if d.max_rel > a.max_rel then a.max_rel = d.max_rel end
-      a.straddles = a.straddles + d.straddles
-      a.differ = a.differ + d.differ
-      a.elements = a.elements + d.elements
-      a.calls = a.calls + 1
-    end
+    if d.max_rel > a.max_rel then a.max_rel = d.max_rel end
+    for _, k in ipairs{"straddles", "differ", "elements", "calls", "missing"} do a[k] = a[k] + d[k] end
   end
 end
 
@@ -93,17 +83,16 @@ function M.worker()
   local config = json.decode(io.stdin:read("*l"))
   local spec = vt.spec.parse(config.spec)
   local data = require("vt.game").data(config.data)
-  local auditor = vt.auditor{spec = spec, data = data, logs = "given", profile = config.profile, capture = true}
+  local auditor = vt.auditor{spec = spec, data = data, logs = "given", profile = config.profile}
   io.stdout:write(json.encode{ready = true}, "\n")
   io.stdout:flush()
   for line in io.stdin:lines() do
     local request = json.decode(line)
     local ok, result = pcall(function()
-      local report = auditor:step(request.records)
-      local reference = vt.safetensors.load(request.capture)
+      local report = auditor:step(request.records, {compare = vt.safetensors.load(request.capture)})
       local acc = {}
-      compare(acc, reference, report.captured, config.bits)
-      return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate}
+      add_stats(acc, report.divergence_stats)
+      return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate + report.log_mismatches}
     end)
     io.stdout:write(json.encode(ok and result or {error = tostring(result)}), "\n")
     io.stdout:flush()
@@ -155,7 +144,7 @@ function M.calibrate(options)
   for i = 2, #profiles do
     local p = profiles[i]
     if is_local(p) then
-      others[#others + 1] = {name = p, auditor = vt.auditor{spec = spec, data = dataset, logs = "given", profile = p, capture = true}}
+      others[#others + 1] = {name = p, auditor = vt.auditor{spec = spec, data = dataset, logs = "given", profile = p}}
     else
       if type(data) ~= "table" then
         error("vt.calibrate: profile '" .. p .. "' runs in another process; pass data as a recipe table (see vt.game.data)", 2)
@@ -176,9 +165,9 @@ function M.calibrate(options)
     local capture_path
     for _, o in ipairs(others) do
       if o.auditor then
-        local ra = o.auditor:step(records)
+        local ra = o.auditor:step(records, {compare = rt.captured})
         replay_problems = replay_problems + ra.illegitimate + ra.log_mismatches
-        compare(acc, rt.captured, ra.captured, bits)
+        add_stats(acc, ra.divergence_stats)
       else
         if capture_path == nil then
           capture_path = dir .. "/capture.safetensors"
