@@ -645,6 +645,7 @@ function Judge:on_adjudicate(body)
   verdict.replayed_steps = #handover.steps
   if replay_error == nil then
     local state_digest = vt.store.sha256(runner:checkpoint())
+    verdict.judge_state_digest = state_digest
     verdict.judge_leaf = vt.store.leaf(body.spec_hash, j, state_digest, j > 0 and log_digest or ZERO)
   end
   if illegitimate > 0 then

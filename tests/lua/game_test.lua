@@ -138,6 +138,23 @@ t:test("a malformed answer makes the answering party lose", function()
   end
 end)
 
+t:test("a judge that cannot replay (other data) gives an inconclusive verdict naming why", function()
+  local c = scenarios.context{setup = "tiny", dir = tmp .. "/judge-data"}
+  local r = scenarios.run("poison_labels", c)  -- trains the poisoned run in this context
+  local trained = c.trained["tight-labels-" .. c.from_step].runner
+  local net = game.network{}
+  net:add(game.trainer{runner = trained})
+  net:add(game.auditor{store = vt.store.open(tmp .. "/judge-data/a2"), data = c.data, profile = "splitk4"})
+  local other = vt.data.synthetic{size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 4}
+  net:add(game.judge{store = vt.store.open(tmp .. "/judge-data/j2"), data = other, profile = "blocked"})
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/judge-data/c2")}}
+  T.assert_eq(r.verdict.outcome, "trainer_at_fault")
+  T.assert_eq(v.outcome, "inconclusive")
+  T.assert_eq(v.forfeit, "judge")
+  T.assert_true(v.reason:find("digest", 1, true) ~= nil, v.reason)
+  T.assert_eq(v.interval.first_step, 13)
+end)
+
 local e = T.suite("game errors")
 e:test("constructors name what is missing or unknown", function()
   T.assert_error(function() game.auditor{store = vt.store.open(tmp .. "/e1")} end, "option 'data' is required")
