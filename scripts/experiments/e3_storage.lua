@@ -46,6 +46,8 @@ local function measure(label, round, bits)
   for k, v in pairs(totals) do per[k] = v / a.steps end
   per.logged_fraction = per.logged / per.elements
   store:close()
+  t = nil
+  collectgarbage("collect")
   return per
 end
 

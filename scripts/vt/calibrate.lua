@@ -94,6 +94,7 @@ function M.worker()
       add_stats(acc, report.divergence_stats)
       return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate + report.log_mismatches}
     end)
+    collectgarbage("collect")
     io.stdout:write(json.encode(ok and result or {error = tostring(result)}), "\n")
     io.stdout:flush()
   end
@@ -182,7 +183,9 @@ function M.calibrate(options)
         merge(acc, result.boundaries)
       end
     end
-    rt.captured = nil
+    -- The captured tensors are large but look small to Lua's collector: free them now.
+    rt.captured, rt = nil, nil
+    collectgarbage("collect")
     if options.progress then io.stderr:write(string.format("\rcalibrate: step %d/%d", step, steps)) end
   end
   if options.progress then io.stderr:write("\n") end
