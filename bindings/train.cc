@@ -319,7 +319,24 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
   o.metadata = OptString(L, 1, api, "metadata").value_or("");
   o.init_path = OptString(L, 1, api, "init").value_or("");
-  o.capture = OptBoolean(L, 1, api, "capture").value_or(false);
+  // capture = true (every boundary) or a list of kinds {"fwd", "bwd", "grad", "update"}.
+  lua_getfield(L, 1, "capture");
+  if (lua_isboolean(L, -1)) {
+    o.capture_kinds = lua_toboolean(L, -1) ? 0xFu : 0u;
+  } else if (lua_istable(L, -1)) {
+    for (int i = 1; i <= static_cast<int>(lua_objlen(L, -1)); ++i) {
+      lua_rawgeti(L, -1, i);
+      const char* kind = lua_tostring(L, -1);
+      const std::string k = kind ? kind : "";
+      int bit = k == "fwd" ? 0 : k == "bwd" ? 1 : k == "grad" ? 2 : k == "update" ? 3 : -1;
+      if (bit < 0) Fail(L, api, "option 'capture' lists boundary kinds: fwd, bwd, grad, update (got '" + k + "')");
+      o.capture_kinds |= 1u << bit;
+      lua_pop(L, 1);
+    }
+  } else if (!lua_isnil(L, -1)) {
+    Fail(L, api, "option 'capture' must be true or a list of boundary kinds");
+  }
+  lua_pop(L, 1);
   return o;
 }
 

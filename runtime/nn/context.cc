@@ -100,7 +100,9 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
   options.alpha = w.alpha;
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
-  if (capture_ != nullptr) (*capture_)[{boundary, call}] = input.detach().clone();
+  if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
+    (*capture_)[{boundary, call}] = input.detach().clone();
+  }
   if (compare_ != nullptr) Compare(boundary, call, input);
   switch (mode_) {
     case Mode::kRounded:

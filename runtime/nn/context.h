@@ -142,8 +142,12 @@ class StepContext {
   void set_steer(int64_t count) { steer_ = count; }
 
   // Calibration: keep a copy of every boundary call's FP64 input (before rounding) in
-  // `*capture`, keyed by (boundary, call). Rounded, logging and replay modes.
-  void set_capture(std::map<RecordKey, at::Tensor>* capture) { capture_ = capture; }
+  // `*capture`, keyed by (boundary, call), for the boundary kinds in `kinds` (bit 1 << kind;
+  // default: all). Rounded, logging and replay modes.
+  void set_capture(std::map<RecordKey, at::Tensor>* capture, unsigned kinds = 0xF) {
+    capture_ = capture;
+    capture_kinds_ = kinds;
+  }
   // Calibration without keeping this machine's values: compare every boundary call's FP64
   // input with the reference's (same keys) as it happens; see divergence_stats().
   void set_compare(const std::map<RecordKey, at::Tensor>* reference) { compare_ = reference; }
@@ -182,6 +186,7 @@ class StepContext {
   std::string first_log_mismatch_;
   int64_t steer_ = 0;
   std::map<RecordKey, at::Tensor>* capture_ = nullptr;
+  unsigned capture_kinds_ = 0xF;
   const std::map<RecordKey, at::Tensor>* compare_ = nullptr;
   std::map<std::string, DivergenceStats> divergence_stats_;
   void Compare(const std::string& boundary, int32_t call, const at::Tensor& input);

@@ -115,7 +115,7 @@ StepReport Runner::Step() {
   nn::StepContext context(mode_, &windows_, step, &log);
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
   std::map<nn::RecordKey, at::Tensor> captured;
-  if (options_.capture) context.set_capture(&captured);
+  if (options_.capture_kinds != 0) context.set_capture(&captured, options_.capture_kinds);
   std::map<nn::RecordKey, at::Tensor> reference = std::move(compare_next_);
   compare_next_.clear();
   if (!reference.empty()) context.set_compare(&reference);

@@ -45,8 +45,9 @@ struct RunnerOptions {
   // `start_step` instead of the spec's initial state. Empty: the initial state.
   std::string start_checkpoint;
   int64_t start_step = 0;
-  // Calibration: every step report carries the FP64 input of every boundary call.
-  bool capture = false;
+  // Calibration: every step report carries the FP64 input of every boundary call whose kind
+  // is in this mask (bit 1 << nn::BoundaryKind; 0: none, 0xF: all).
+  unsigned capture_kinds = 0;
 };
 
 struct StepReport {

@@ -1,8 +1,8 @@
 -- E3 (paper Table 2): log bytes per step by encoding and by b, paper window against
 -- calibrated windows, same model and steps, measured in one run.
 --
---   vtrun scripts/experiments/e3_storage.lua [model=resnet] [steps=5] [bits=32,30,28,26] [profiles=native,splitk4,blocked] [cal_steps=10] [out=]
---   (paper sizes: model=resnet50 steps=2 bits=32 cal_steps=2; model=gpt2 steps=2 bits=32 cal_steps=2 profiles=native,splitk4)
+--   vtrun scripts/experiments/e3_storage.lua [model=resnet] [steps=5] [bits=32,30,28,26] [profiles=native,splitk4,blocked] [cal_steps=10] [cal_passes=1] [out=]
+--   (paper sizes: model=resnet50 steps=2 bits=32 cal_steps=2; model=gpt2 steps=2 bits=32 cal_steps=2 cal_passes=2 profiles=native,splitk4)
 --
 -- Encodings per step: one byte per entry (the naive log), dense (5 states per byte, the
 -- paper's), sparse (gaps + direction bits), auto (what the store keeps), and zstd over the
@@ -10,7 +10,7 @@
 -- (`cal_steps` steps). Last line: JSON with calibrated_over_paper_dense (calibrated sparse bytes /
 -- paper-mode dense bytes at b = 32) and the logged fractions.
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
-local a = lib.args({model = "resnet", steps = 5, bits = "32,30,28,26", profiles = "native,splitk4,blocked", cal_steps = 10, out = ""}, arg)
+local a = lib.args({model = "resnet", steps = 5, bits = "32,30,28,26", profiles = "native,splitk4,blocked", cal_steps = 10, cal_passes = 1, out = ""}, arg)
 local out = lib.outdir("e3_storage", a.out)
 local s = lib.setup(a.model)
 local tmp = lib.tmpdir()
@@ -59,7 +59,7 @@ end
 local profiles = {}
 for p in a.profiles:gmatch("[^,]+") do profiles[#profiles + 1] = p end
 local cal = vt.calibrate{spec = lib.spec(s, math.max(a.steps, a.cal_steps), {bits = 32, band = 0.25}), data = s.recipe,
-                         profiles = profiles, steps = a.cal_steps}
+                         profiles = profiles, steps = a.cal_steps, passes = a.cal_passes}
 lib.json(out .. "/calibration.json", vt.json.decode(cal:json()))
 rows[#rows + 1] = measure("calibrated-b32", cal.round, 32)
 

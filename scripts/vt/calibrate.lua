@@ -22,7 +22,7 @@
 -- table ({kind = "fashion_mnist", limit = 4096}, see vt.game.data).
 local M = {}
 
-local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "progress", "dir", "exact_updates"}
+local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "progress", "dir", "exact_updates", "passes"}
 
 local function check_options(options)
   if type(options) ~= "table" then error("vt.calibrate: options must be a table {spec=, data=, profiles=, steps=}", 3) end
@@ -50,10 +50,12 @@ local function check_options(options)
     error("vt.calibrate: option 'steps' must be an integer >= 1", 3)
   end
   local safety, floor, band = options.safety or 8, options.floor or 2 ^ -48, options.band or 0
+  local passes = options.passes or 1
+  if passes ~= 1 and passes ~= 2 then error("vt.calibrate: option 'passes' must be 1 or 2, got " .. tostring(passes), 3) end
   if not (safety >= 1) then error("vt.calibrate: option 'safety' must be >= 1, got " .. tostring(safety), 3) end
   if not (floor > 0) then error("vt.calibrate: option 'floor' must be > 0, got " .. tostring(floor), 3) end
   if not (band >= 0 and band <= 0.25) then error("vt.calibrate: option 'band' must be in [0, 0.25], got " .. tostring(band), 3) end
-  return profiles, known, steps, safety, floor, band
+  return profiles, known, steps, safety, floor, band, passes
 end
 
 -- The b of a boundary: update-kind boundaries round at 32 bits, others at the spec's bits.
@@ -122,7 +124,7 @@ function Calibration:json()
 end
 
 function M.calibrate(options)
-  local profiles, known, steps, safety, floor, band = check_options(options)
+  local profiles, known, steps, safety, floor, band, passes = check_options(options)
   local spec = options.spec
   local bits = tonumber(spec:get("round.bits"))
   local active = vt.profile().name
@@ -138,60 +140,78 @@ function M.calibrate(options)
   os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 
   local t0 = vt.clock()
-  local store = vt.store.open(dir .. "/reference")
-  local trainer = vt.trainer{spec = spec, data = dataset, store = store, profile = reference, capture = true}
-  local run = store:run("run")
-  local others = {}
-  for i = 2, #profiles do
-    local p = profiles[i]
-    if is_local(p) then
-      others[#others + 1] = {name = p, auditor = vt.auditor{spec = spec, data = dataset, logs = "given", profile = p}}
-    else
-      if type(data) ~= "table" then
-        error("vt.calibrate: profile '" .. p .. "' runs in another process; pass data as a recipe table (see vt.game.data)", 2)
-      end
-      local child = vt.process.spawn{vt.executable(), "--profile", p, "-e", "require('vt.calibrate').worker()"}
-      child:send(vt.json.encode{spec = spec:canonical(), data = data, profile = p, bits = bits})
-      local ready, why = child:receive(300)
-      if ready == nil then error("vt.calibrate: the worker for profile '" .. p .. "' did not start (" .. why .. ")", 2) end
-      others[#others + 1] = {name = p, child = child}
-    end
-  end
-
   local acc = {}
   local replay_problems = 0
-  for step = 1, math.min(steps, tonumber(spec:get("steps"))) do
-    local rt = trainer:step()
-    local records = run:step(step)
-    local capture_path
-    for _, o in ipairs(others) do
-      if o.auditor then
-        local ra = o.auditor:step(records, {compare = rt.captured})
-        replay_problems = replay_problems + ra.illegitimate + ra.log_mismatches
-        add_stats(acc, ra.divergence_stats)
+  -- One pass per group of boundary kinds: the reference keeps the FP64 inputs of one step
+  -- of those kinds only (passes = 2 keeps update-kind boundaries, as large as the model
+  -- several times over, apart from the others).
+  local function pass(index, kinds)
+    local wanted = {}
+    for _, k in ipairs(kinds) do wanted[k] = true end
+    local function keep(stats)
+      local out = {}
+      for name, d in pairs(stats or {}) do
+        if wanted[kind_of(name)] then out[name] = d end
+      end
+      return out
+    end
+    local store = vt.store.open(dir .. "/reference-" .. index)
+    local trainer = vt.trainer{spec = spec, data = dataset, store = store, profile = reference, capture = kinds}
+    local run = store:run("run")
+    local others = {}
+    for i = 2, #profiles do
+      local p = profiles[i]
+      if is_local(p) then
+        others[#others + 1] = {name = p, auditor = vt.auditor{spec = spec, data = dataset, logs = "given", profile = p}}
       else
-        if capture_path == nil then
-          capture_path = dir .. "/capture.safetensors"
-          vt.safetensors.save(capture_path, rt.captured)
+        if type(data) ~= "table" then
+          error("vt.calibrate: profile '" .. p .. "' runs in another process; pass data as a recipe table (see vt.game.data)", 3)
         end
-        o.child:send(vt.json.encode{records = records, capture = capture_path})
-        local line, why = o.child:receive(3600)
-        if line == nil then error("vt.calibrate: the worker for profile '" .. o.name .. "' stopped (" .. why .. ")", 2) end
-        local result = vt.json.decode(line)
-        if result.error then error("vt.calibrate: worker for profile '" .. o.name .. "': " .. result.error, 2) end
-        replay_problems = replay_problems + result.illegitimate
-        merge(acc, result.boundaries)
+        local child = vt.process.spawn{vt.executable(), "--profile", p, "-e", "require('vt.calibrate').worker()"}
+        child:send(vt.json.encode{spec = spec:canonical(), data = data, profile = p, bits = bits})
+        local ready, why = child:receive(300)
+        if ready == nil then error("vt.calibrate: the worker for profile '" .. p .. "' did not start (" .. why .. ")", 3) end
+        others[#others + 1] = {name = p, child = child}
       end
     end
-    -- The captured tensors are large but look small to Lua's collector: free them now.
-    rt.captured, rt = nil, nil
+    for step = 1, math.min(steps, tonumber(spec:get("steps"))) do
+      local rt = trainer:step()
+      local records = run:step(step)
+      local capture_path
+      for _, o in ipairs(others) do
+        if o.auditor then
+          local ra = o.auditor:step(records, {compare = rt.captured})
+          replay_problems = replay_problems + ra.illegitimate + ra.log_mismatches
+          add_stats(acc, keep(ra.divergence_stats))
+        else
+          if capture_path == nil then
+            capture_path = dir .. "/capture.safetensors"
+            vt.safetensors.save(capture_path, rt.captured)
+          end
+          o.child:send(vt.json.encode{records = records, capture = capture_path})
+          local line, why = o.child:receive(3600)
+          if line == nil then error("vt.calibrate: the worker for profile '" .. o.name .. "' stopped (" .. why .. ")", 3) end
+          local result = vt.json.decode(line)
+          if result.error then error("vt.calibrate: worker for profile '" .. o.name .. "': " .. result.error, 3) end
+          replay_problems = replay_problems + result.illegitimate
+          merge(acc, keep(result.boundaries))
+        end
+      end
+      -- The captured tensors are large but look small to Lua's collector: free them now.
+      rt.captured, rt = nil, nil
+      collectgarbage("collect")
+      if options.progress then io.stderr:write(string.format("\rcalibrate: pass %d, step %d/%d", index, step, steps)) end
+    end
+    for _, o in ipairs(others) do
+      if o.child then o.child:close_input() o.child:wait(30) end
+    end
+    store:close()
+    trainer, others = nil, nil
     collectgarbage("collect")
-    if options.progress then io.stderr:write(string.format("\rcalibrate: step %d/%d", step, steps)) end
   end
+  local groups = passes == 2 and {{"fwd", "bwd", "grad"}, {"update"}} or {{"fwd", "bwd", "grad", "update"}}
+  for i, kinds in ipairs(groups) do pass(i, kinds) end
   if options.progress then io.stderr:write("\n") end
-  for _, o in ipairs(others) do
-    if o.child then o.child:close_input() o.child:wait(30) end
-  end
 
   -- Windows: per boundary, and per kind the widest of its boundaries (for boundaries that
   -- did not appear in the calibration steps).
@@ -202,7 +222,7 @@ function M.calibrate(options)
     a.alpha = math.max(floor, safety * a.max_rel)
     a.band = band
     if exact_updates and a.kind == "update" and a.differ == 0 and a.missing == 0 then a.alpha, a.band = 0, 0 end
-    round.boundaries[boundary] = {band = band, alpha = a.alpha}
+    round.boundaries[boundary] = {band = a.band, alpha = a.alpha}
     by_kind[a.kind] = math.max(by_kind[a.kind] or 0, a.alpha)
   end
   for _, kind in ipairs{"fwd", "bwd", "grad", "update"} do
@@ -210,7 +230,6 @@ function M.calibrate(options)
     round[kind] = {band = alpha == 0 and 0 or band, alpha = alpha}
   end
 
-  store:close()
   os.execute("rm -rf '" .. dir .. "'")
   local self = setmetatable({round = round, boundaries = acc, profiles = profiles, steps = steps, safety = safety,
                              floor = floor, band = band, seconds = vt.clock() - t0, replay_problems = replay_problems},

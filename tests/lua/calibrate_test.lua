@@ -35,6 +35,13 @@ s:test("windows per boundary from the divergence of three profiles", function()
   T.assert_eq(j.boundaries["fc0:fwd"].alpha, fwd.alpha)
 end)
 
+s:test("two passes (update-kind boundaries apart) measure the same windows", function()
+  local two = vt.calibrate{spec = spec{bits = 32, band = 0.25}, data = recipe, profiles = {"native", "splitk4", "nofma"},
+                           steps = 4, passes = 2}
+  T.assert_eq(two.round, cal.round)
+  T.assert_error(function() vt.calibrate{spec = spec{bits = 32}, data = data, passes = 3} end, "'passes' must be 1 or 2, got 3")
+end)
+
 s:test("calibrated windows replay exactly on every pair and log a small fraction of what the paper's window logs", function()
   local calibrated = spec(cal.round)
   local paper = spec{bits = 32, band = 0.25}
