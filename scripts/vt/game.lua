@@ -167,6 +167,7 @@ end
 local Network = {}
 Network.__index = Network
 
+local games_made = 0
 local DEFAULT_DEADLINES = {default = 60, audit = 24 * 3600, adjudicate = 24 * 3600, bisect = 3600}
 
 function M.network(options)
@@ -174,7 +175,11 @@ function M.network(options)
   local deadlines = {}
   for k, v in pairs(DEFAULT_DEADLINES) do deadlines[k] = v end
   for k, v in pairs(options.deadlines or {}) do deadlines[k] = v end
-  return setmetatable({game = options.game or "game", parties = {}, seq = 0, deadlines = deadlines, log = {}}, Network)
+  -- A fresh game id by default, so a party's store can hold many games (the auditor keeps
+  -- its replay as a run named after the game).
+  games_made = games_made + 1
+  local game = options.game or string.format("game-%d-%d", os.time(), games_made)
+  return setmetatable({game = game, parties = {}, seq = 0, deadlines = deadlines, log = {}}, Network)
 end
 
 function Network:add(party)
