@@ -155,6 +155,29 @@ t:test("a judge that cannot replay (other data) gives an inconclusive verdict na
   T.assert_eq(v.interval.first_step, 13)
 end)
 
+t:test("the same party stores hold two games", function()
+  local c = scenarios.context{setup = "tiny", dir = tmp .. "/two-games"}
+  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
+                                            checkpoint_every = 2},
+                             data = c.data, store = vt.store.open(tmp .. "/two-games/t")}
+  trained:run{progress = false}
+  local stores = {a = vt.store.open(tmp .. "/two-games/a"), j = vt.store.open(tmp .. "/two-games/j"),
+                  c = vt.store.open(tmp .. "/two-games/c")}
+  local games = {}
+  for i = 1, 2 do
+    local net = game.network{}
+    net:add(game.trainer{runner = trained})
+    net:add(game.auditor{store = stores.a, data = c.data, profile = "splitk4"})
+    net:add(game.judge{store = stores.j, data = c.data})
+    local v = game.play{network = net, client = game.client{store = stores.c}}
+    T.assert_eq(v.outcome, "accepted")
+    games[i] = net.game
+  end
+  T.assert_ne(games[1], games[2])
+  T.assert_eq(#stores.c:games(), 2)
+  T.assert_eq(#stores.a:runs(), 2)
+end)
+
 local e = T.suite("game errors")
 e:test("constructors name what is missing or unknown", function()
   T.assert_error(function() game.auditor{store = vt.store.open(tmp .. "/e1")} end, "option 'data' is required")
