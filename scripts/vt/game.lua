@@ -235,7 +235,18 @@ local SCHEMAS = {
 }
 M.is_full_leaf = is_full_leaf
 
-local function check_answer(to, type_, body)
+-- The body of a decoded reply, or the forfeit it implies: an error reply, a forfeit passed
+-- on from a nested request, a refusal, or a malformed answer.
+local check_answer
+local function accept_reply(to, type_, reply)
+  if reply.error then forfeit(to, "error answering '" .. type_ .. "': " .. tostring(reply.error)) end
+  if reply.forfeit then error(setmetatable({forfeit = reply.forfeit.party, reason = reply.forfeit.reason}, Forfeit), 0) end
+  if reply.body and reply.body.refused then forfeit(to, "refused to answer '" .. type_ .. "'") end
+  check_answer(to, type_, reply.body)
+  return reply.body
+end
+
+function check_answer(to, type_, body)
   local schema = SCHEMAS[type_]
   if schema == nil or (type(body) == "table" and body.refused) then return end
   if type(body) ~= "table" then forfeit(to, "malformed answer to '" .. type_ .. "': not an object") end
@@ -270,14 +281,10 @@ function Network:request(from, to, type_, body)
   local reply = json.decode(reply_text)
   if sender and sender.record then sender:record(self.game, reply) end
   self.log[#self.log + 1] = {seq = self.seq, from = from, to = to, type = type_, bytes = #text + #reply_text, seconds = elapsed}
-  if reply.error then forfeit(to, "error answering '" .. type_ .. "': " .. tostring(reply.error)) end
-  if reply.forfeit then error(setmetatable({forfeit = reply.forfeit.party, reason = reply.forfeit.reason}, Forfeit), 0) end
-  if elapsed > deadline then
+  if elapsed > deadline and not reply.error and not reply.forfeit then
     forfeit(to, string.format("missed the deadline of '%s' (%.2f s > %.2f s)", type_, elapsed, deadline))
   end
-  if reply.body and reply.body.refused then forfeit(to, "refused to answer '" .. type_ .. "'") end
-  check_answer(to, type_, reply.body)
-  return reply.body
+  return accept_reply(to, type_, reply)
 end
 
 -- A local party receives the request's text, handles it and returns the reply's text.
@@ -888,11 +895,7 @@ function M.serve()
     send(request)
     local reply = json.decode(io.stdin:read("*l"))
     party:record(party.current_game or "game", reply)
-    if reply.error then forfeit(to, "error answering '" .. type_ .. "': " .. tostring(reply.error)) end
-    if reply.forfeit then error(setmetatable({forfeit = reply.forfeit.party, reason = reply.forfeit.reason}, Forfeit), 0) end
-    if reply.body and reply.body.refused then forfeit(to, "refused to answer '" .. type_ .. "'") end
-    check_answer(to, type_, reply.body)
-    return reply.body
+    return accept_reply(to, type_, reply)
   end}
   send{hello = config.role, pid = 0}
   for line in io.stdin:lines() do

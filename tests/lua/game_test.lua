@@ -11,6 +11,14 @@ os.execute("mkdir -p '" .. tmp .. "'")
 
 local ctx = scenarios.context{setup = "tiny", dir = tmp .. "/local"}
 
+-- A finished 4-step run of the tiny setup, in its own store under `dir`.
+local function small_run(c, dir)
+  local spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8, checkpoint_every = 2}
+  local runner = vt.trainer{spec = spec, data = c.data, store = vt.store.open(dir .. "/t")}
+  runner:run{progress = false}
+  return runner
+end
+
 local s = T.suite("game scenarios")
 for _, scenario in ipairs(scenarios.list) do
   s:test(scenario.name .. " -> " .. scenario.expect, function()
@@ -100,10 +108,7 @@ end)
 
 t:test("a party that raises an error forfeits; the error is in the verdict", function()
   local c = scenarios.context{setup = "tiny", dir = tmp .. "/errors"}
-  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
-                                            checkpoint_every = 2},
-                             data = c.data, store = vt.store.open(tmp .. "/errors/t")}
-  trained:run{progress = false}
+  local trained = small_run(c, tmp .. "/errors")
   local net = game.network{}
   local trainer = net:add(game.trainer{runner = trained})
   trainer.handlers.logs = function() error("disk on fire") end
@@ -116,10 +121,7 @@ end)
 
 t:test("a malformed answer makes the answering party lose", function()
   local c = scenarios.context{setup = "tiny", dir = tmp .. "/malformed"}
-  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
-                                            checkpoint_every = 2},
-                             data = c.data, store = vt.store.open(tmp .. "/malformed/t")}
-  trained:run{progress = false}
+  local trained = small_run(c, tmp .. "/malformed")
   for _, case in ipairs{
     {"logs", function() return {leaf = {index = 1}, steps = "lots"} end, "field 'leaf' is missing or invalid"},
     {"logs", function(self, body) local m = self:leaf_message(body.leaf) return {leaf = m, steps = {{step = "one"}}} end,
@@ -157,10 +159,7 @@ end)
 
 t:test("the same party stores hold two games", function()
   local c = scenarios.context{setup = "tiny", dir = tmp .. "/two-games"}
-  local trained = vt.trainer{spec = vt.spec{model = vt.models.mlp(c.setup.model), data = c.data, steps = 4, batch = 8,
-                                            checkpoint_every = 2},
-                             data = c.data, store = vt.store.open(tmp .. "/two-games/t")}
-  trained:run{progress = false}
+  local trained = small_run(c, tmp .. "/two-games")
   local stores = {a = vt.store.open(tmp .. "/two-games/a"), j = vt.store.open(tmp .. "/two-games/j"),
                   c = vt.store.open(tmp .. "/two-games/c")}
   local games = {}
