@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings/lua_support.h"
+#include "bindings/records.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
 #include "store/checkpoint_digest.h"
@@ -568,36 +569,7 @@ int RunWriteStep(lua_State* L) {
   LuaRun& r = CheckRun(L, 1);
   uint64_t step = CheckIndex(L, 2, "step");
   CheckTable(L, 3);
-  std::vector<store::LogRecordView> records;
-  int n = static_cast<int>(lua_objlen(L, 3));
-  records.reserve(n);
-  for (int i = 1; i <= n; ++i) {
-    lua_rawgeti(L, 3, i);
-    int e = lua_gettop(L);
-    if (!lua_istable(L, e))
-      Fail(L, api, "record " + std::to_string(i) + " must be a table {boundary=, call=, value=}");
-    CheckOptions(L, e, api, {"boundary", "call", "value"});
-    store::LogRecordView rec;
-    lua_getfield(L, e, "boundary");
-    if (lua_type(L, -1) != LUA_TSTRING)
-      Fail(L, api, "record " + std::to_string(i) + ": boundary must be a string");
-    size_t len = 0;
-    const char* b = lua_tolstring(L, -1, &len);
-    rec.boundary = std::string_view(b, len);  // the string stays referenced by the record table
-    lua_pop(L, 1);
-    std::optional<int64_t> call = OptInteger(L, e, api, "call");
-    if (call && (*call < 0 || *call > static_cast<int64_t>(UINT32_MAX))) {
-      Fail(L, api, "record " + std::to_string(i) + ": call must be in [0, 2^32 - 1]");
-    }
-    rec.call = static_cast<uint32_t>(call.value_or(0));
-    lua_getfield(L, e, "value");
-    if (lua_type(L, -1) != LUA_TSTRING)
-      Fail(L, api, "record " + std::to_string(i) + ": value must be a string");
-    const char* v = lua_tolstring(L, -1, &len);
-    rec.value = std::string_view(v, len);
-    lua_pop(L, 2);  // value, record table
-    records.push_back(rec);
-  }
+  std::vector<store::LogRecordView> records = CheckRecordViews(L, 3, api);
   return Protect(L, api, [&] {
     PushHex(L, r.store->WriteStep(r.id, step, std::move(records)));
     return 1;
@@ -1112,34 +1084,7 @@ int StepDigestFn(lua_State* L) {
   const char* api = "vt.store.step_digest";
   uint64_t step = CheckIndex(L, 1, "step");
   CheckTable(L, 2);
-  std::vector<store::LogRecordView> records;
-  int n = static_cast<int>(lua_objlen(L, 2));
-  for (int i = 1; i <= n; ++i) {
-    lua_rawgeti(L, 2, i);
-    int e = lua_gettop(L);
-    if (!lua_istable(L, e))
-      Fail(L, api, "record " + std::to_string(i) + " must be a table {boundary=, call=, value=}");
-    CheckOptions(L, e, api, {"boundary", "call", "value"});
-    store::LogRecordView rec;
-    size_t len = 0;
-    lua_getfield(L, e, "boundary");
-    if (lua_type(L, -1) != LUA_TSTRING)
-      Fail(L, api, "record " + std::to_string(i) + ": boundary must be a string");
-    const char* b = lua_tolstring(L, -1, &len);
-    rec.boundary = std::string_view(b, len);
-    lua_pop(L, 1);
-    std::optional<int64_t> call = OptInteger(L, e, api, "call");
-    if (call && (*call < 0 || *call > static_cast<int64_t>(UINT32_MAX)))
-      Fail(L, api, "call must be in [0, 2^32 - 1]");
-    rec.call = static_cast<uint32_t>(call.value_or(0));
-    lua_getfield(L, e, "value");
-    if (lua_type(L, -1) != LUA_TSTRING)
-      Fail(L, api, "record " + std::to_string(i) + ": value must be a string");
-    const char* v = lua_tolstring(L, -1, &len);
-    rec.value = std::string_view(v, len);
-    lua_pop(L, 2);
-    records.push_back(rec);
-  }
+  std::vector<store::LogRecordView> records = CheckRecordViews(L, 2, api);
   return Protect(L, api, [&] {
     PushHex(L, store::StepDigest(step, std::move(records)));
     return 1;

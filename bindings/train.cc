@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "bindings/lua_support.h"
+#include "bindings/records.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
 #include "runtime/common/error.h"
@@ -439,33 +440,15 @@ int AuditorNew(lua_State* L) {
   });
 }
 
-// Reads an array of {boundary=, call=, value=} at `idx` (the format of run:step(s)).
+// The records at `idx` as owned copies (for an auditor's record source).
 std::vector<store::LogRecord> ReadRecords(lua_State* L, int idx, const char* api) {
-  if (!lua_istable(L, idx)) Fail(L, api, "records must be an array of {boundary=, call=, value=}");
   std::vector<store::LogRecord> records;
-  const int n = static_cast<int>(lua_objlen(L, idx));
-  for (int i = 1; i <= n; ++i) {
-    lua_rawgeti(L, idx, i);
-    const int e = lua_gettop(L);
-    if (!lua_istable(L, e)) Fail(L, api, "record " + std::to_string(i) + " must be a table {boundary=, call=, value=}");
+  for (const store::LogRecordView& v : CheckRecordViews(L, idx, api)) {
     store::LogRecord r;
-    lua_getfield(L, e, "boundary");
-    lua_getfield(L, e, "call");
-    lua_getfield(L, e, "value");
-    if (lua_type(L, -3) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING || !(lua_isnil(L, -2) || lua_type(L, -2) == LUA_TNUMBER)) {
-      Fail(L, api, "record " + std::to_string(i) + " needs boundary (string), call (integer) and value (bytes)");
-    }
-    r.boundary = lua_tostring(L, -3);
-    const double call = lua_isnil(L, -2) ? 0 : lua_tonumber(L, -2);
-    if (call < 0 || call != std::floor(call) || call > 4294967295.0) {
-      Fail(L, api, "record " + std::to_string(i) + ": call must be an integer in [0, 2^32)");
-    }
-    r.call = static_cast<uint32_t>(call);
-    size_t len = 0;
-    const char* value = lua_tolstring(L, -1, &len);
-    r.value.assign(value, len);
+    r.boundary = std::string(v.boundary);
+    r.call = v.call;
+    r.value = std::string(v.value);
     records.push_back(std::move(r));
-    lua_pop(L, 4);
   }
   return records;
 }

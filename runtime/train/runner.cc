@@ -75,8 +75,6 @@ std::vector<std::pair<std::string, at::Tensor*>> Runner::State() {
 
 std::string Runner::StateBytes() { return EncodeState(State()); }
 
-std::vector<std::pair<std::string, at::Tensor*>> Runner::StateForRestore() { return State(); }
-
 void Runner::Checkpoint(uint64_t leaf) { options_.store->PutCheckpoint(options_.run, leaf, StateBytes()); }
 
 void Runner::OpenOrResume() {
@@ -207,7 +205,7 @@ Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
     throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " + std::to_string(options_.start_step));
   }
   if (!options_.start_checkpoint.empty()) {
-    DecodeStateInto(options_.start_checkpoint, StateForRestore());
+    DecodeStateInto(options_.start_checkpoint, State());
   } else if (options_.start_step != 0) {
     throw Error("start step " + std::to_string(options_.start_step) + " needs the checkpoint after it");
   }

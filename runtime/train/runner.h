@@ -116,7 +116,8 @@ class Runner {
   nn::StepTrace expected_trace_;
   std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
-  std::vector<std::pair<std::string, at::Tensor*>> StateForRestore();
+  // The model and optimizer state, by name (what a checkpoint holds).
+  std::vector<std::pair<std::string, at::Tensor*>> State();
 
   Spec spec_;
   RunnerOptions options_;
@@ -128,7 +129,6 @@ class Runner {
 
  private:
   void Checkpoint(uint64_t leaf);
-  std::vector<std::pair<std::string, at::Tensor*>> State();
 };
 
 class Trainer : public Runner {

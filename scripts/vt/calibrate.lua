@@ -26,16 +26,7 @@ local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "
 
 local function check_options(options)
   if type(options) ~= "table" then error("vt.calibrate: options must be a table {spec=, data=, profiles=, steps=}", 3) end
-  local allowed = {}
-  for _, k in ipairs(VALID) do allowed[k] = true end
-  for k in pairs(options) do
-    if not allowed[k] then
-      local v = {}
-      for _, x in ipairs(VALID) do v[#v + 1] = x end
-      table.sort(v)
-      error(string.format("vt.calibrate: unknown option '%s' (valid: %s)", tostring(k), table.concat(v, ", ")), 3)
-    end
-  end
+  require("vt.game").check_options("vt.calibrate", options, VALID)
   if options.spec == nil then error("vt.calibrate: option 'spec' is required", 3) end
   if options.data == nil then error("vt.calibrate: option 'data' is required (a data set, or a recipe for process-level profiles)", 3) end
   local profiles = options.profiles or {"native", "splitk4", "blocked"}
@@ -102,18 +93,6 @@ function M.worker()
   end
 end
 
-local function merge(into, from)
-  for boundary, b in pairs(from) do
-    local a = into[boundary]
-    if a == nil then
-      into[boundary] = b
-    else
-      if b.max_rel > a.max_rel then a.max_rel = b.max_rel end
-      for _, k in ipairs{"straddles", "differ", "elements", "calls", "missing"} do a[k] = a[k] + b[k] end
-    end
-  end
-end
-
 local Calibration = {}
 Calibration.__index = Calibration
 
@@ -136,7 +115,12 @@ function M.calibrate(options)
   end
   local data = options.data
   local dataset = type(data) == "table" and require("vt.game").data(data) or data
-  local dir = options.dir or os.tmpname() .. ".calibrate"
+  local dir = options.dir
+  if dir == nil then
+    dir = os.tmpname()
+    os.remove(dir)  -- only the unique name is wanted
+    dir = dir .. ".calibrate"
+  end
   os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
 
   local t0 = vt.clock()
@@ -194,7 +178,7 @@ function M.calibrate(options)
           local result = vt.json.decode(line)
           if result.error then error("vt.calibrate: worker for profile '" .. o.name .. "': " .. result.error, 3) end
           replay_problems = replay_problems + result.illegitimate
-          merge(acc, keep(result.boundaries))
+          add_stats(acc, keep(result.boundaries))
         end
       end
       -- The captured tensors are large but look small to Lua's collector: free them now.
@@ -210,7 +194,14 @@ function M.calibrate(options)
     collectgarbage("collect")
   end
   local groups = passes == 2 and {{"fwd", "bwd", "grad"}, {"update"}} or {{"fwd", "bwd", "grad", "update"}}
-  for i, kinds in ipairs(groups) do pass(i, kinds) end
+  local ok, err = pcall(function()
+    for i, kinds in ipairs(groups) do pass(i, kinds) end
+  end)
+  if not ok then
+    collectgarbage("collect")  -- close the stores before their directory goes
+    os.execute("rm -rf '" .. dir .. "'")
+    error(err, 0)
+  end
   if options.progress then io.stderr:write("\n") end
 
   -- Windows: per boundary, and per kind the widest of its boundaries (for boundaries that

@@ -21,6 +21,8 @@ local ZERO = string.rep("0", 64)
 -- ---------------------------------------------------------------------------------------
 -- Helpers
 
+-- Raises "api: unknown option 'x' (valid: a, b)" for a key outside `valid`; returns the
+-- options ({} for nil). Shared with vt.calibrate.
 local function check_options(api, options, valid)
   if options == nil then return {} end
   if type(options) ~= "table" then error(api .. ": options must be a table", 3) end
@@ -34,6 +36,8 @@ local function check_options(api, options, valid)
   end
   return options
 end
+
+M.check_options = check_options
 
 -- A data set from a recipe table ({kind = "fashion_mnist", limit = 4096}), so a party in
 -- another process can build the same data; a data set object is returned as is.

@@ -87,5 +87,6 @@ s:test("an exact window (band 0, alpha 0) logs nothing, ties included", function
   T.assert_eq(a:run{progress = false}.root, r.root)
 end)
 
-T.run()
+local _, failed = T.run({exit = false})
 os.execute("rm -rf '" .. tmp .. "'")
+os.exit(failed == 0 and 0 or 1)
