@@ -6,7 +6,8 @@
 --   print(r.verdict.outcome, r.ok)
 --
 -- Options of run (all optional):
---   dir         working directory for the parties' stores (default: a fresh temporary one)
+--   dir         working directory for the parties' stores, emptied first (default: a fresh
+--               temporary one)
 --   setup       "mnist" (MLP on Fashion-MNIST, the default) or "tiny" (MLP on synthetic 8x8
 --               images: seconds, for tests)
 --   steps, k    run length and checkpoint interval (defaults per setup)
@@ -145,6 +146,8 @@ function M.context(options)
   local data = game.data(setup.data)
   local profiles = {trainer = "native", auditor = "splitk4", judge = "blocked"}
   for role, p in pairs(options.profiles or {}) do profiles[role] = p end
+  -- A given directory starts empty: stores left by an earlier run would be resumed.
+  if options.dir then os.execute("rm -rf '" .. options.dir .. "' && mkdir -p '" .. options.dir .. "'") end
   return {setup = setup, data = data, data_recipe = setup.data, specs = {}, window = options.window or "tight",
           steps = steps, k = k,
           from_step = options.from_step or math.max(2, math.floor(0.6 * steps) + 1),

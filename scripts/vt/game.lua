@@ -462,6 +462,12 @@ function Auditor:on_audit(body)
     error(string.format("the commitment has %d leaves; the spec implies %d", body.n_leaves, leaf_count(k, n)))
   end
   self.commit = body
+  -- A replay left from an earlier game of this id would be resumed without re-checking its
+  -- logs, and its evidence is gone: refuse it rather than vouch for what was not checked.
+  if self.store:run(body.game or "game") ~= nil then
+    error("this auditor's store already holds a replay for game '" .. tostring(body.game) ..
+          "'; play each game under a new id (vt.game.network{game = ...}) or with a fresh store")
+  end
   self.runner = vt.auditor{spec = spec, data = self.data, store = self.store, run = body.game or "game",
                            profile = self.profile, logs = "given"}
   self.run = self.store:run(body.game or "game")

@@ -173,6 +173,14 @@ t:test("the same party stores hold two games", function()
     games[i] = net.game
   end
   T.assert_ne(games[1], games[2])
+  -- Replaying a game id again in the same auditor store is refused, naming what to do.
+  local net = game.network{game = games[1]}
+  net:add(game.trainer{runner = trained})
+  net:add(game.auditor{store = stores.a, data = c.data, profile = "splitk4"})
+  net:add(game.judge{store = stores.j, data = c.data})
+  local again = game.play{network = net, client = game.client{store = stores.c}}
+  T.assert_eq(again.outcome, "auditor_at_fault")
+  T.assert_true(again.reason:find("play each game under a new id", 1, true) ~= nil, again.reason)
   T.assert_eq(#stores.c:games(), 2)
   T.assert_eq(#stores.a:runs(), 2)
 end)
