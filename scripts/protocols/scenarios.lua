@@ -149,7 +149,7 @@ function M.context(options)
   -- A given directory starts empty: stores left by an earlier run would be resumed.
   if options.dir then os.execute("rm -rf '" .. options.dir .. "' && mkdir -p '" .. options.dir .. "'") end
   return {setup = setup, data = data, data_recipe = setup.data, specs = {}, window = options.window or "tight",
-          steps = steps, k = k,
+          steps = steps, k = k, owns_dir = options.dir == nil,
           from_step = options.from_step or math.max(2, math.floor(0.6 * steps) + 1),
           profiles = profiles, remote = options.remote, quiet = options.quiet,
           dir = options.dir or fresh_dir(), trained = {}, games = 0}
@@ -298,6 +298,11 @@ function M.main(names, args)
     f:close()
   end
   print(vt.json.encode({scenarios = #rows, as_expected = all_ok}))
+  if ctx.owns_dir then
+    ctx.trained = nil
+    collectgarbage("collect")  -- close the stores first
+    os.execute("rm -rf '" .. ctx.dir .. "'")
+  end
   return all_ok
 end
 
