@@ -75,7 +75,6 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
   if (mode != Mode::kFp32 && mode != Mode::kFp64 && windows == nullptr) {
     throw Error("a " + ModeName(mode) + " step needs a window table");
   }
-  if (mode == Mode::kLog) log_->clear();
 }
 
 at::ScalarType StepContext::dtype() const { return mode_ == Mode::kFp32 ? at::kFloat : at::kDouble; }
@@ -113,7 +112,7 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
         // An exact boundary (calibrated: no divergence between machines): round to nearest,
         // ties to even, and log nothing, so ties are not steerable either.
         at::Tensor rounded = precision::Round(input, options, nullptr, where).rounded;
-        record = precision::LogRecord::FromStates(std::vector<uint8_t>(static_cast<size_t>(input.numel()), 0), {});
+        record.ResetToNone(input.numel());
         Trace(boundary, call, rounded);
         return rounded.view(x.sizes());
       }
@@ -213,7 +212,16 @@ void StepContext::Mismatch(const std::string& what) {
   if (log_mismatches_++ == 0) first_log_mismatch_ = what;
 }
 
-void StepContext::FinishReplay() {
+void StepContext::Finish() {
+  if (mode_ == Mode::kLog) {
+    // Records of an earlier step that this one did not write (their buffers were reused).
+    for (auto it = log_->begin(); it != log_->end();) {
+      auto calls = calls_.find(it->first.first);
+      const bool written = calls != calls_.end() && it->first.second < calls->second;
+      it = written ? std::next(it) : log_->erase(it);
+    }
+    return;
+  }
   if (mode_ != Mode::kReplay || used_records_ == static_cast<int64_t>(log_->size())) return;
   for (const auto& [key, record] : *log_) {
     auto it = calls_.find(key.first);

@@ -99,8 +99,9 @@ constexpr const char* kTraceBoundary = "~trace";
 
 class StepContext {
  public:
-  // `windows` must outlive the context. `log` is where kLog writes records (cleared first)
-  // and where kReplay reads them; it may be null for the other modes.
+  // `windows` must outlive the context. `log` is where kLog writes records and where
+  // kReplay reads them; it may be null for the other modes. kLog overwrites the records it
+  // finds (reusing their buffers across steps) and Finish() drops those it did not write.
   StepContext(Mode mode, const WindowTable* windows, int64_t step, StepLog* log);
 
   Mode mode() const { return mode_; }
@@ -129,10 +130,13 @@ class StepContext {
 
   // Replay: records that do not fit this computation. A boundary call with no record, or
   // with a record of another size, is rounded to nearest (rnd_b(x')) and counted; a record no
-  // boundary reached is counted by FinishReplay(). An honest trainer's log always fits, so a
+  // boundary reached is counted by Finish(). An honest trainer's log always fits, so a
   // mismatch is evidence that the trainer computed something else (PROTOCOL.md). The first
   // one is described ("no log record for boundary 'fc0.weight:update' call 0 at step 7").
-  void FinishReplay();
+  //
+  // Finish() ends the step: replay counts the records no boundary reached; logging drops
+  // the records of an earlier step that this one did not write.
+  void Finish();
   int64_t log_mismatches() const { return log_mismatches_; }
   const std::string& first_log_mismatch() const { return first_log_mismatch_; }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "runtime/common/error.h"
+#include "runtime/precision/kernels_avx512.h"
 #include "runtime/precision/window.h"
 
 namespace vt::precision {
@@ -195,8 +196,10 @@ struct KernelTable {
 };
 
 // Instantiates the kernels under a target attribute. The bodies above (default target) are
-// always inlined into these, and so compiled and vectorized for the variant's ISA.
-#define VT_DEFINE_KERNEL_TABLE(NAME, TARGET)                                                      \
+// always inlined into these, and so compiled and vectorized for the variant's ISA. (The
+// AVX-512 table replaces two of them by hand-written kernels; `unused` lets the compiler
+// drop those without a warning.)
+#define VT_DEFINE_KERNELS(NAME, TARGET)                                                      \
   TARGET void NAME##RoundNoLog(const KernelParams& p, const double* x, double* out, uint8_t* s,   \
                                int64_t n, RoundTally* t) {                                        \
     RoundBody<false, false>(p, x, out, s, n, t);                                                  \
@@ -228,22 +231,30 @@ struct KernelTable {
   TARGET uint64_t NAME##MaxAbs(const double* x, int64_t n) { return MaxAbsBody(x, n); }           \
   TARGET int64_t NAME##Count(const uint8_t* s, int64_t n, uint8_t v) {                            \
     return CountBody(s, n, v);                                                                    \
-  }                                                                                               \
-  const KernelTable k##NAME##Table = {                                                            \
-      {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {NAME##RoundLog, NAME##RoundLogInPlace}},     \
-      {NAME##Replay, NAME##ReplayInPlace},                                                        \
-      NAME##Grid,                                                                                 \
-      NAME##MaxAbs,                                                                               \
-      NAME##Count,                                                                                \
-  };
+  }
 
-#define VT_TARGET_GENERIC
-#define VT_TARGET_AVX2 __attribute__((target("avx2")))
-#define VT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#define VT_TARGET_GENERIC __attribute__((unused))
+#define VT_TARGET_AVX2 __attribute__((target("avx2"), unused))
+#define VT_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), unused))
 
-VT_DEFINE_KERNEL_TABLE(Generic, VT_TARGET_GENERIC)
-VT_DEFINE_KERNEL_TABLE(Avx2, VT_TARGET_AVX2)
-VT_DEFINE_KERNEL_TABLE(Avx512, VT_TARGET_AVX512)
+VT_DEFINE_KERNELS(Generic, VT_TARGET_GENERIC)
+VT_DEFINE_KERNELS(Avx2, VT_TARGET_AVX2)
+VT_DEFINE_KERNELS(Avx512, VT_TARGET_AVX512)
+
+#define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE)          \
+  {                                                                                            \
+    {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},            \
+        {REPLAY, REPLAY_IN_PLACE}, NAME##Grid, NAME##MaxAbs, NAME##Count,                      \
+  }
+
+const KernelTable kGenericTable = VT_KERNEL_TABLE(Generic, GenericRoundLog, GenericRoundLogInPlace,
+                                                  GenericReplay, GenericReplayInPlace);
+const KernelTable kAvx2Table =
+    VT_KERNEL_TABLE(Avx2, Avx2RoundLog, Avx2RoundLogInPlace, Avx2Replay, Avx2ReplayInPlace);
+// AVX-512 classifies and replays with the hand-written kernels (kernels_avx512.h); the
+// auto-vectorized ones stay as the reference the tests compare them with.
+const KernelTable kAvx512Table =
+    VT_KERNEL_TABLE(Avx512, avx512::RoundLog, avx512::RoundLog, avx512::Replay, avx512::Replay);
 
 bool CpuHas(KernelIsa isa) {
   switch (isa) {

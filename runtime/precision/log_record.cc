@@ -99,6 +99,12 @@ uint8_t* LogRecord::ResetForWrite(int64_t n) {
   return states_.data();
 }
 
+void LogRecord::ResetToNone(int64_t n) {
+  uint8_t* states = ResetForWrite(n);
+  if (n > 0) std::memset(states, 0, static_cast<size_t>(n));
+  counts_.none = n;
+}
+
 void LogRecord::FinishWrite(const StateCounts& counts, std::vector<ExactEntry> exact) {
   counts_ = counts;
   exact_ = std::move(exact);

@@ -114,6 +114,9 @@ class LogRecord {
   // Internal writers used by the kernels and the decoder. They keep the capacity of the
   // state buffer, so a record reused across calls does not reallocate.
 
+  // n elements, all NONE (an exact boundary's record), keeping the buffer's capacity.
+  void ResetToNone(int64_t n);
+
   // Resizes to n elements with unspecified states and clears counts and EXACT entries.
   uint8_t* ResetForWrite(int64_t n);
   // Sets the counts and EXACT list after the states were written. Not validated: callers

@@ -32,7 +32,7 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
     context.set_steer(static_cast<int64_t>(deviation->AmountOr(4.0)));
   }
   if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
-  context.FinishReplay();
+  context.Finish();
   return {loss_value, batch};
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
+#include <set>
 
 #include "runtime/common/error.h"
 #include "runtime/precision/codec.h"
@@ -108,7 +109,7 @@ StepReport Runner::Step() {
   const auto start = std::chrono::steady_clock::now();
   const int64_t step = step_ + 1;
   ActivateProfile(FindProfile(options_.profile));
-  nn::StepLog log;
+  nn::StepLog& log = step_log_;  // kept across steps: its records' buffers are reused
   Encoded prepared = PrepareStep(step, &log);
   nn::StepContext context(mode_, &windows_, step, &log);
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
@@ -214,13 +215,18 @@ Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
 
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   Encoded encoded;
-  for (store::LogRecord& r : records_(step)) {
+  std::vector<store::LogRecord> records = records_(step);
+  // The previous step's records are decoded over (their buffers reused); drop the others.
+  std::set<nn::RecordKey> keys;
+  for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});
+  for (auto it = log->begin(); it != log->end();) it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
+  for (store::LogRecord& r : records) {
     nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
     try {
       if (r.boundary == nn::kTraceBoundary) {
         expected_trace_ = nn::DecodeTrace(r.value);
       } else {
-        (*log)[key] = precision::DecodeLog(r.value);
+        precision::DecodeLogInto(r.value, &(*log)[key]);
       }
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " + std::to_string(r.call) +

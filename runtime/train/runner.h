@@ -63,7 +63,7 @@ struct StepReport {
   // Auditor: the first boundary call whose rounded values differ from the trainer's trace
   // ("" if none did; a replay that ends with equal states may still show none).
   std::string divergence;
-  // Auditor: log records that do not fit the replayed computation (StepContext::FinishReplay)
+  // Auditor: log records that do not fit the replayed computation (StepContext::Finish)
   // and the first one described ("" if none).
   int64_t log_mismatches = 0;
   std::string log_mismatch;
@@ -114,6 +114,7 @@ class Runner {
                                                                         std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
   // Set by an auditor's PrepareStep: the trainer's trace of the step.
   nn::StepTrace expected_trace_;
+  nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
   std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
   // The model and optimizer state, by name (what a checkpoint holds).

@@ -1,0 +1,257 @@
+// AVX-512 RoundLog and Replay (kernels_avx512.h): window.h's arithmetic on 8 lanes, with
+// comparisons into mask registers. Each step names the window.h line it mirrors.
+#include "runtime/precision/kernels_avx512.h"
+
+#include <immintrin.h>
+
+#include "runtime/precision/window.h"
+
+// GCC 12 warns about the undefined upper lanes some intrinsics start from.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define VT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+
+namespace vt::precision::avx512 {
+namespace {
+
+// The Cell of 8 magnitudes (window.h CellOf), plus the sign bits and the window.
+struct Lanes {
+  __m512i sign;  // sign bits of x
+  __m512d a;     // |x|
+  __m512d r;     // rnd_b(a)
+  __m512d g;     // spacing
+  __m512d mid;   // midpoint of the cell (off the grid)
+  __mmask8 up;   // r > a
+  __mmask8 on_grid;
+  __mmask8 bad;  // !(r < 2^128)
+};
+
+VT_AVX512 inline Lanes CellOf8(__m512d x, __m512i k_plus_29, __m512i k_minus_23) {
+  const __m512i sign_bit = _mm512_set1_epi64(static_cast<long long>(kSignBit));
+  const __m512i ux = _mm512_castpd_si512(x);
+  Lanes l;
+  l.sign = _mm512_and_si512(ux, sign_bit);
+  const __m512i ua = _mm512_xor_si512(ux, l.sign);
+  l.a = _mm512_castsi512_pd(ua);
+  __m512i e = _mm512_srli_epi64(ua, 52);
+  e = _mm512_max_epu64(e, _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent)));
+  const __m512d c = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, k_plus_29), 52));
+  l.g = _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, k_minus_23), 52));
+  l.r = _mm512_sub_pd(_mm512_add_pd(l.a, c), c);
+  l.up = _mm512_cmp_pd_mask(l.r, l.a, _CMP_GT_OQ);
+  l.on_grid = _mm512_cmp_pd_mask(l.r, l.a, _CMP_EQ_OQ);
+  // mid = r - g/2 if up, else r + g/2 (r + (-g/2) and r - g/2 are the same IEEE result).
+  const __m512d half = _mm512_mul_pd(_mm512_set1_pd(0.5), l.g);
+  l.mid = _mm512_mask_sub_pd(_mm512_add_pd(l.r, half), l.up, l.r, half);
+  l.bad = _mm512_cmp_pd_mask(l.r, _mm512_set1_pd(kFp32Overflow), _CMP_NLT_UQ);
+  return l;
+}
+
+// window.h InWindow: (a < g/4 and mid - w <= a) or (a >= g/4 and |a - mid| <= w).
+VT_AVX512 inline __mmask8 InWindow8(const Lanes& l, __m512d w) {
+  const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
+  const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
+  const __mmask8 tiny_in = _mm512_cmp_pd_mask(_mm512_sub_pd(l.mid, w), l.a, _CMP_LE_OQ);
+  const __mmask8 in = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
+  return static_cast<__mmask8>((tiny & tiny_in) | (~tiny & in));
+}
+
+// window.h Window: fl(fl(band * g) + alpha_scale), never fused.
+VT_AVX512 inline __m512d Window8(__m512d band, __m512d g, __m512d alpha_scale) {
+  return _mm512_add_pd(_mm512_mul_pd(band, g), alpha_scale);
+}
+
+// window.h OnGridMidDistance for 8 magnitudes.
+VT_AVX512 inline __m512d OnGridMid8(const Lanes& l, __m512i k_minus_23) {
+  const __m512i ua = _mm512_castpd_si512(l.a);
+  __m512i e = _mm512_srli_epi64(_mm512_sub_epi64(ua, _mm512_set1_epi64(1)), 52);
+  e = _mm512_max_epu64(e, _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent)));
+  const __m512i below = _mm512_slli_epi64(_mm512_add_epi64(e, k_minus_23), 52);
+  const __mmask8 zero = _mm512_cmpeq_epi64_mask(ua, _mm512_setzero_si512());
+  const __m512d base = _mm512_mask_mov_pd(_mm512_castsi512_pd(below), zero, l.g);
+  return _mm512_mul_pd(_mm512_set1_pd(0.5), base);
+}
+
+VT_AVX512 inline int Count(__mmask8 m) { return __builtin_popcount(static_cast<unsigned>(m)); }
+
+VT_AVX512 inline __mmask8 TailMask(int64_t left) {
+  return left >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << left) - 1);
+}
+
+// The window's shape, known per call, so that the common shapes skip work:
+// kAbsolute (band 0, calibrated): w = alpha_scale, since fl(0 * g) + alpha_scale = alpha_scale.
+// kRelative (alpha_scale 0, band <= 1/4, the paper's): w = fl(band * g) <= g/4, never EXACT.
+enum class Shape { kGeneral, kAbsolute, kRelative };
+
+// Classifies and rounds 8 lanes (the first `valid` ones are real); returns the 8 state
+// bytes and folds the bit patterns of rnd_b(|x|) into `max_r` for the range check.
+template <Shape kShape>
+VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, double* out, __mmask8 valid,
+                                   __m512i* max_r) {
+  const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
+  const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
+  const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
+  const Lanes l = CellOf8(xv, k_plus_29, k_minus_23);
+  // !(r < 2^128) for a non-negative r or NaN is "bits of r >= bits of 2^128" (unsigned).
+  *max_r = _mm512_max_epu64(*max_r, _mm512_castpd_si512(l.r));
+  const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
+                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                                                 : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+  const __m512d quarter_g = _mm512_mul_pd(_mm512_set1_pd(0.25), l.g);
+  // InWindow without its tiny-magnitude case when no lane is below g/4 (lo = 0 needs
+  // |x| < 2^-151): the common case costs one comparison.
+  __mmask8 in = _mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(l.a, l.mid)), w, _CMP_LE_OQ);
+  const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, quarter_g, _CMP_LT_OQ);
+  if (__builtin_expect(tiny != 0, 0)) in = InWindow8(l, w);
+  const __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & valid);
+  // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
+  const __mmask8 dir_up = static_cast<__mmask8>(l.up ^ _mm512_test_epi64_mask(l.sign, l.sign));
+  __m512i s = _mm512_mask_mov_epi64(_mm512_set1_epi64(1), dir_up, _mm512_set1_epi64(2));
+  if (kShape != Shape::kRelative) {
+    const __mmask8 needs_exact = _mm512_cmp_pd_mask(w, quarter_g, _CMP_GT_OQ);
+    s = _mm512_mask_mov_epi64(s, needs_exact, _mm512_set1_epi64(3));
+  }
+  s = _mm512_maskz_mov_epi64(logged, s);
+  _mm512_mask_storeu_pd(out, valid, _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(l.r), l.sign)));
+  return _mm512_cvtepi64_epi8(s);
+}
+
+// Adds the DOWN/UP/EXACT counts of n <= 64 state bytes.
+VT_AVX512 inline void CountStates64(const uint8_t* states, int64_t n, RoundTally* t) {
+  const __mmask64 valid = n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  const __m512i v = _mm512_maskz_loadu_epi8(valid, states);
+  t->down += __builtin_popcountll(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(1)) & valid);
+  t->up += __builtin_popcountll(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(2)) & valid);
+  t->exact += __builtin_popcountll(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(3)) & valid);
+}
+
+template <Shape kShape>
+VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out, uint8_t* states,
+                              int64_t n, RoundTally* tally) {
+  const KernelParams p = params;  // a local copy: the state stores cannot alias it
+  __m512i max_r = _mm512_setzero_si512();
+  RoundTally t;
+  // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
+  // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int64_t j = i; j < i + 64; j += 8) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r));
+    }
+    if (i > 0) CountStates64(states + i - 64, 64, &t);
+  }
+  if (i > 0) CountStates64(states + i - 64, 64, &t);
+  if (i < n) {
+    for (int64_t j = i; j < n; j += 8) {
+      const __mmask8 valid = TailMask(n - j);
+      _mm_mask_storeu_epi8(states + j, valid, RoundLog8<kShape>(p, x + j, out + j, valid, &max_r));
+    }
+    CountStates64(states + i, n - i, &t);
+  }
+  const __mmask8 bad =
+      _mm512_cmpge_epu64_mask(max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->down += t.down;
+  tally->up += t.up;
+  tally->exact += t.exact;
+  tally->out_of_range |= bad != 0;
+}
+
+// What a replay counts, per lane group.
+struct ReplayCounts {
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0;
+};
+
+// Replays 8 lanes (the first `valid` ones are real): writes the results, adds the counts
+// and folds the bit patterns of rnd_b(|x'|) and of the results into `max_r`.
+template <Shape kShape>
+VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                              __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
+  const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
+  const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
+  const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
+  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
+  const Lanes l = CellOf8(xv, k_plus_29, k_minus_23);
+  // kRelative here only means alpha_scale = 0 (any band): w = fl(band * g) + 0 = fl(band * g).
+  const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
+                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                                                 : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+  const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
+  const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
+  const __mmask8 st_none = _mm512_cmpeq_epi64_mask(st, _mm512_setzero_si512());
+  const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
+  const __mmask8 is_dir = static_cast<__mmask8>(_mm512_cmplt_epu64_mask(_mm512_sub_epi64(st, _mm512_set1_epi64(1)),
+                                                                        _mm512_set1_epi64(2)));
+  // The entry asks for hi(|x'|) when (UP and x' >= 0) or (DOWN and x' < 0).
+  const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
+  const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
+  const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
+  __m512d result = _mm512_mask_add_pd(l.r, move_up, l.r, l.g);
+  result = _mm512_mask_sub_pd(result, move_down, l.r, l.g);
+  c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
+  // Off the grid: InWindow with w and 2w; its tiny-magnitude case only when some lane has it.
+  const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
+  __mmask8 in1 = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
+  __mmask8 in2 = _mm512_cmp_pd_mask(d, w2, _CMP_LE_OQ);
+  const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
+  if (__builtin_expect(tiny != 0, 0)) {
+    in1 = InWindow8(l, w);
+    in2 = InWindow8(l, w2);
+  }
+  __mmask8 far = static_cast<__mmask8>(off & ~in2);
+  __mmask8 near = static_cast<__mmask8>(off & in1);
+  // On the grid (zeros, exact values): the distance to the nearest midpoint, below.
+  const __mmask8 on_grid = static_cast<__mmask8>(l.on_grid & valid);
+  if (on_grid != 0) {
+    const __m512d on_grid_mid = OnGridMid8(l, k_minus_23);
+    far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
+    near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
+  }
+  c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
+  c->near_misses += Count(static_cast<__mmask8>(st_none & near & valid));
+  // Range: rnd_b(|x'|) and |result| (non-negative or NaN) below 2^128, compared as bits.
+  *max_r = _mm512_max_epu64(*max_r, _mm512_max_epu64(_mm512_castpd_si512(l.r), _mm512_castpd_si512(result)));
+  _mm512_mask_storeu_pd(out, valid, _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(result), l.sign)));
+}
+
+template <Shape kShape>
+VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const uint8_t* states, double* out,
+                            int64_t n, ReplayTally* tally) {
+  const KernelParams p = params;  // a local copy: the output stores cannot alias it
+  __m512i max_r = _mm512_setzero_si512();
+  ReplayCounts c;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) Replay8<kShape>(p, x + i, states + i, out + i, 0xff, &c, &max_r);
+  if (i < n) Replay8<kShape>(p, x + i, states + i, out + i, TailMask(n - i), &c, &max_r);
+  const __mmask8 bad =
+      _mm512_cmpge_epu64_mask(max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->corrections += c.corrections;
+  tally->illegitimate += c.illegitimate;
+  tally->near_misses += c.near_misses;
+  tally->out_of_range |= bad != 0;
+}
+
+}  // namespace
+
+VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                        int64_t n, RoundTally* tally) {
+  if (p.band == 0.0) {
+    RoundLogShaped<Shape::kAbsolute>(p, x, out, states, n, tally);
+  } else if (p.alpha_scale == 0.0 && p.band <= 0.25) {
+    RoundLogShaped<Shape::kRelative>(p, x, out, states, n, tally);
+  } else {
+    RoundLogShaped<Shape::kGeneral>(p, x, out, states, n, tally);
+  }
+}
+
+VT_AVX512 void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                      int64_t n, ReplayTally* tally) {
+  if (p.band == 0.0) {
+    ReplayShaped<Shape::kAbsolute>(p, x, states, out, n, tally);
+  } else if (p.alpha_scale == 0.0) {
+    ReplayShaped<Shape::kRelative>(p, x, states, out, n, tally);
+  } else {
+    ReplayShaped<Shape::kGeneral>(p, x, states, out, n, tally);
+  }
+}
+
+}  // namespace vt::precision::avx512

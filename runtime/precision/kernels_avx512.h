@@ -1,0 +1,26 @@
+// Hand-written AVX-512 versions of the two kernels the trainer and auditor spend their time
+// in: RoundSpan with classification and ReplaySpan (kernels.h). The auto-vectorized bodies
+// in kernels.cc store one state byte per element, which makes the compiler process 64
+// elements per iteration and spill most of its registers; these process 8 at a time with
+// mask registers (about 3x faster on L2-resident tensors, scripts/bench/rounding.lua).
+//
+// They perform the same IEEE-754 operations as window.h in the same order, so every result,
+// state and count is identical to the generic kernels (the precision tests compare every
+// variant on the same inputs). Only called when the CPU has AVX-512 F/BW/DQ/VL.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/precision/kernels.h"
+
+namespace vt::precision::avx512 {
+
+// RoundSpan with states != nullptr. `out` may equal `x` exactly.
+void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
+              RoundTally* tally);
+
+// ReplaySpan. `out` may equal `x` exactly.
+void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out, int64_t n,
+            ReplayTally* tally);
+
+}  // namespace vt::precision::avx512
