@@ -82,6 +82,12 @@ at::ScalarType StepContext::dtype() const { return mode_ == Mode::kFp32 ? at::kF
 int32_t StepContext::NextCall(const std::string& boundary) { return calls_[boundary]++; }
 
 at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, int32_t call) {
+  return Rounded(boundary, x, call, /*owned=*/false);
+}
+
+void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x) { *x = Rounded(boundary, *x, -1, /*owned=*/true); }
+
+at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
   if (call < 0) {
     call = NextCall(boundary);
@@ -103,20 +109,29 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
     (*capture_)[{boundary, call}] = input.detach().clone();
   }
   if (compare_ != nullptr) Compare(boundary, call, input);
+  // A tensor the caller hands over is rounded in its own storage: no allocation, and no
+  // second pass over fresh memory. (Steering needs the input after rounding.)
+  const bool in_place = owned && input.is_same(x) && x.is_contiguous() && steer_ == 0;
+  auto round = [&](precision::LogRecord* record) {
+    if (!in_place) return precision::Round(input, options, record, where).rounded;
+    precision::RoundInto(input, input, options, record, where);
+    return input;
+  };
   switch (mode_) {
     case Mode::kRounded:
-      return precision::Round(input, options, nullptr, where).rounded.view(x.sizes());
+      return round(nullptr).view(x.sizes());
     case Mode::kLog: {
       precision::LogRecord& record = (*log_)[{boundary, call}];
       if (w.band == 0.0 && w.alpha == 0.0) {
         // An exact boundary (calibrated: no divergence between machines): round to nearest,
         // ties to even, and log nothing, so ties are not steerable either.
-        at::Tensor rounded = precision::Round(input, options, nullptr, where).rounded;
+        at::Tensor rounded = round(nullptr);
         record.ResetToNone(input.numel());
         Trace(boundary, call, rounded);
         return rounded.view(x.sizes());
       }
-      precision::RoundResult r = precision::Round(input, options, &record, where);
+      precision::RoundResult r;
+      r.rounded = round(&record);
       if (steer_ > 0 && KindOf(boundary) == BoundaryKind::kUpdate) Steer(input, &r.rounded, &record);
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
@@ -131,11 +146,17 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
                                    : "the log record for " + where_text + " has " + std::to_string(it->second.size()) +
                                          " elements, the tensor " + std::to_string(input.numel()));
         if (it != log_->end()) ++used_records_;
-        at::Tensor rounded = precision::Round(input, options, nullptr, where).rounded;
+        at::Tensor rounded = round(nullptr);
         Trace(boundary, call, rounded);
         return rounded.view(x.sizes());
       }
-      precision::ReplayResult r = precision::Replay(input, it->second, options, where);
+      precision::ReplayResult r;
+      if (in_place) {
+        r.report = precision::ReplayInto(input, it->second, input, options, where);
+        r.rounded = input;
+      } else {
+        r = precision::Replay(input, it->second, options, where);
+      }
       ++used_records_;
       s.logged += r.report.logged;
       s.exact += it->second.counts().exact;
@@ -263,6 +284,11 @@ StepContext* StepContext::Current() { return g_current; }
 at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call) {
   StepContext* c = StepContext::Current();
   return c == nullptr ? x : c->Apply(boundary, x, call);
+}
+
+void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->ApplyInPlace(boundary, x);
 }
 
 }  // namespace vt::nn

@@ -117,6 +117,10 @@ class StepContext {
   // backward boundary passes the call number of its forward call. Throws vt::Error for
   // NaN/Inf/overflow (naming boundary, step and index), a missing record or a size mismatch.
   at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+  // Apply for a tensor the caller owns and hands over (an optimizer's fresh state, a
+  // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
+  // float64 tensor. Results are the same as Apply's.
+  void ApplyInPlace(const std::string& boundary, at::Tensor* x);
 
   // The next call number `boundary` would get (and reserves it).
   int32_t NextCall(const std::string& boundary);
@@ -199,9 +203,12 @@ class StepContext {
   void Steer(const at::Tensor& x, at::Tensor* rounded, precision::LogRecord* record) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
+  at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
 };
 
 // Sends `x` through `boundary` of the current context (identity when there is none).
 at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+// ApplyInPlace of the current context (nothing when there is none).
+void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
 
 }  // namespace vt::nn

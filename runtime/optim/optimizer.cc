@@ -134,20 +134,24 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
       at::Tensor d = config_.weight_decay > 0 ? grad + config_.weight_decay * value : grad;
       if (config_.momentum > 0) {
         at::Tensor& buf = first_[name];
-        buf = nn::ApplyBoundary(name + ":momentum", config_.momentum * buf + d);
+        buf = config_.momentum * buf + d;
+        nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
         d = config_.nesterov ? d + config_.momentum * buf : buf;
       }
       updated = value - lr * d;
     } else {
       at::Tensor& m = first_[name];
       at::Tensor& v = second_[name];
-      m = nn::ApplyBoundary(name + ":exp_avg", config_.beta1 * m + (1.0 - config_.beta1) * grad);
-      v = nn::ApplyBoundary(name + ":exp_avg_sq", config_.beta2 * v + (1.0 - config_.beta2) * grad * grad);
+      m = config_.beta1 * m + (1.0 - config_.beta1) * grad;
+      nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
+      v = config_.beta2 * v + (1.0 - config_.beta2) * grad * grad;
+      nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
       const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
       at::Tensor decayed = config_.weight_decay > 0 ? value * (1.0 - lr * config_.weight_decay) : value;
       updated = decayed - lr * (m / c1) / (at::sqrt(v / c2) + config_.eps);
     }
-    value.copy_(nn::ApplyBoundary(name + ":update", updated));
+    nn::ApplyBoundaryInPlace(name + ":update", &updated);
+    value.copy_(updated);
     p->mutable_grad() = at::Tensor();
   }
 }

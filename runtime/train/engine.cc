@@ -25,7 +25,7 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
   loss.backward();
   auto params = model.NamedParameters();
   for (const auto& [name, p] : params) {
-    if (p->grad().defined()) p->mutable_grad() = context.Apply(name + ":grad", p->grad());
+    if (p->grad().defined()) context.ApplyInPlace(name + ":grad", &p->mutable_grad());
   }
   // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
   if (deviation != nullptr && deviation->kind == Deviation::Kind::kSteer && deviation->Active(step)) {
