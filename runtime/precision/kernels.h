@@ -3,7 +3,8 @@
 // them for tensors (validation, parallelism, errors); use that unless you hold raw spans.
 //
 // Each kernel is one pass, branch-free per element (window.h), compiled three times: for
-// plain x86-64, AVX2 and AVX-512 (the compiler vectorizes the loops). The variant is picked
+// plain x86-64, AVX2 and AVX-512 (the compiler vectorizes the loops; on AVX-512 the
+// classifying RoundSpan and ReplaySpan are hand-written, kernels_avx512.h). The variant is picked
 // once from the CPU, or from the environment variable VTRUN_PRECISION_ISA
 // (generic|avx2|avx512); every variant gives bit-identical results, which the tests check.
 // Thread safety: kernels are pure functions of their inputs; concurrent calls on disjoint
