@@ -6,8 +6,9 @@
 --
 -- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
 -- profile as reference) and trains every run with those windows.
--- Prints the matrix of (trainer, auditor) outcomes and exits 1 if any pair disagrees. Its
--- closing line is "N passed, N failed" over the ordered pairs.
+-- Prints a line per trainer and per auditor as each finishes, then the matrix of (trainer,
+-- auditor) outcomes, and exits 1 if any pair disagrees. Its closing
+-- line is "N passed, N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
 local steps = tonumber(arg[2]) or 200
 local workdir = arg[3] or (os.tmpname() .. ".pairs")
@@ -51,6 +52,7 @@ for _, p in ipairs(profiles) do
   trained[p] = r
   print(string.format("trainer %-8s root %s  %s s  logged/step %s (fraction %s)  log bytes/step %s", p, r.root:sub(1, 16),
                       r.seconds, r.logged_per_step, r.logged_fraction, r.log_bytes_per_step))
+  io.stdout:flush()
 end
 
 local passed, failed = 0, 0
@@ -67,6 +69,9 @@ for _, p in ipairs(profiles) do
       local ok = a.root == trained[p].root and a.illegitimate == "0"
       if ok then passed = passed + 1 else failed = failed + 1 end
       row = row .. string.format(" %10s", ok and ("ok/" .. a.corrections) or "DIFFER")
+      print(string.format("auditor %-8s on %-8s %s  %s s  corrections %s  illegitimate %s", q, p,
+                          ok and "equal root" or "DIFFER", a.seconds, a.corrections, a.illegitimate))
+      io.stdout:flush()
       if not ok then
         print(string.format("pair %s -> %s: auditor root %s, first differing leaf %s, illegitimate %s", p, q,
                             a.root, a.first_leaf or "?", a.illegitimate))

@@ -76,8 +76,10 @@ elseif command == "audit" then
   local logs = vt.store.open(trainer_dir, {read_only = true})
   local auditor = vt.auditor{spec = spec, data = data, logs = logs, store = vt.store.open(dir),
                              profile = vt.profile().name}
+  local t0 = clock()
   local r = auditor:run{progress = false}
   print("RESULT root=" .. r.root)
+  print(string.format("RESULT seconds=%.1f", clock() - t0))
   print("RESULT corrections=" .. r.corrections)
   print("RESULT illegitimate=" .. r.illegitimate)
   print("RESULT first_leaf=" .. tostring(vt.train.first_differing_leaf(logs, "run", auditor:store(), "run")))
