@@ -7,8 +7,8 @@
 -- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
 -- profile as reference) and trains every run with those windows.
 -- Prints a line per trainer and per auditor as each finishes, then the matrix of (trainer,
--- auditor) outcomes, and exits 1 if any pair disagrees. Its closing
--- line is "N passed, N failed" over the ordered pairs.
+-- auditor) outcomes, and exits 1 if any pair disagrees. Its closing line is "N passed,
+-- N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
 local steps = tonumber(arg[2]) or 200
 local workdir = arg[3] or (os.tmpname() .. ".pairs")
