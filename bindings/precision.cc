@@ -122,9 +122,10 @@ int ReplayFn(lua_State* L) {
     prec::ReplayResult result = prec::Replay(t, *record, options, context);
     PushTensor(L, result.rounded);
     const prec::ReplayReport& r = result.report;
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
     SetNumbers(L, {{"elements", static_cast<double>(r.elements)},
                    {"logged", static_cast<double>(r.logged)},
+                   {"steerable", static_cast<double>(r.steerable)},
                    {"corrections", static_cast<double>(r.corrections)},
                    {"illegitimate", static_cast<double>(r.illegitimate)},
                    {"near_misses", static_cast<double>(r.near_misses)},

@@ -21,7 +21,7 @@ namespace {
 // One element of RoundSpan: returns the output bits and (if kLog) the state.
 template <bool kLog>
 VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double alpha_scale,
-                                      uint64_t* state, uint64_t* bad) {
+                                      uint64_t* state, int64_t* steerable, uint64_t* bad) {
   const uint64_t ux = DoubleBits(xi);
   const uint64_t sign = ux & kSignBit;
   const double a = BitsDouble(ux ^ sign);
@@ -29,8 +29,17 @@ VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double
   *bad |= static_cast<uint64_t>(!(c.r < kFp32Overflow));
   if (kLog) {
     const double w = Window(band, c.g, alpha_scale);
-    const uint64_t logged = static_cast<uint64_t>(!c.on_grid & InWindow(a, c.mid, c.g, w));
-    const uint64_t exact = static_cast<uint64_t>(w > 0.25 * c.g);
+    const bool exact_window = w > 0.25 * c.g;
+    // Logged when some midpoint is within w. Only a window wider than g/4 reaches one other
+    // than mid (the midpoint below lo, or the nearest one of a value on the grid); then
+    // the entry is EXACT. Exact zeros are exempt: at a boundary they come from masks,
+    // padding and empty sums, which every honest party computes as zero too
+    // (docs/ROUNDING.md, "Zeros").
+    const bool other = exact_window & (LowerMidDistance(a, c, k) < w) & (a != 0.0);
+    const uint64_t logged =
+        static_cast<uint64_t>((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other);
+    const uint64_t exact = static_cast<uint64_t>(exact_window);
+    *steerable += static_cast<int64_t>(Steerable(a, c, w, k, band, alpha_scale));
     // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
     const uint64_t dir_up = static_cast<uint64_t>(c.up) ^ (sign >> 63);
     // NONE 0, DOWN 1, UP 2, EXACT 3: (1 + dir_up) | 3 = 3 when the window needs EXACT.
@@ -46,13 +55,13 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   const uint64_t k = p.k;
   const double band = p.band;
   const double alpha_scale = p.alpha_scale;
-  int64_t down = 0, up = 0, exact = 0;
+  int64_t down = 0, up = 0, exact = 0, steerable = 0;
   uint64_t bad = 0;
   if (kInPlace) {
     double* __restrict io = out;
     for (int64_t i = 0; i < n; ++i) {
       uint64_t s = 0;
-      io[i] = BitsDouble(RoundOne<kLog>(io[i], k, band, alpha_scale, &s, &bad));
+      io[i] = BitsDouble(RoundOne<kLog>(io[i], k, band, alpha_scale, &s, &steerable, &bad));
       if (kLog) {
         down += s == 1;
         up += s == 2;
@@ -63,7 +72,7 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   } else {
     for (int64_t i = 0; i < n; ++i) {
       uint64_t s = 0;
-      out[i] = BitsDouble(RoundOne<kLog>(x[i], k, band, alpha_scale, &s, &bad));
+      out[i] = BitsDouble(RoundOne<kLog>(x[i], k, band, alpha_scale, &s, &steerable, &bad));
       if (kLog) {
         down += s == 1;
         up += s == 2;
@@ -75,13 +84,15 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   tally->down += down;
   tally->up += up;
   tally->exact += exact;
+  tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
 }
 
 // One element of ReplaySpan: returns the output bits; adds to the per-lane counters.
 VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, double band,
                                        double alpha_scale, int64_t* corrections,
-                                       int64_t* illegitimate, int64_t* near_misses, uint64_t* bad) {
+                                       int64_t* illegitimate, int64_t* near_misses,
+                                       int64_t* steerable, uint64_t* bad) {
   const uint64_t ux = DoubleBits(xi);
   const uint64_t sign = ux & kSignBit;
   const double a = BitsDouble(ux ^ sign);
@@ -104,10 +115,14 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   // that midpoint is nearer than the window.
   const double on_grid_mid = OnGridMidDistance(a, k, c.g);
   const double w2 = 2.0 * w;
-  const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2));
+  // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
+  // for the two parties' scales) is no entry an honest trainer writes either.
+  const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2)) |
+                   (w > 0.5 * c.g);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
   *illegitimate += static_cast<int64_t>(is_dir & far);
   *near_misses += static_cast<int64_t>((st == 0) & near);
+  *steerable += static_cast<int64_t>(Steerable(a, c, w, k, band, alpha_scale));
   *bad |= static_cast<uint64_t>(!(c.r < kFp32Overflow) | !(result < kFp32Overflow));
   return DoubleBits(result) | sign;
 }
@@ -119,23 +134,24 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
   const uint64_t k = p.k;
   const double band = p.band;
   const double alpha_scale = p.alpha_scale;
-  int64_t corrections = 0, illegitimate = 0, near_misses = 0;
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
   uint64_t bad = 0;
   if (kInPlace) {
     double* __restrict io = out;
     for (int64_t i = 0; i < n; ++i) {
       io[i] = BitsDouble(ReplayOne(io[i], states[i], k, band, alpha_scale, &corrections,
-                                   &illegitimate, &near_misses, &bad));
+                                   &illegitimate, &near_misses, &steerable, &bad));
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
       out[i] = BitsDouble(ReplayOne(x[i], states[i], k, band, alpha_scale, &corrections,
-                                    &illegitimate, &near_misses, &bad));
+                                    &illegitimate, &near_misses, &steerable, &bad));
     }
   }
   tally->corrections += corrections;
   tally->illegitimate += illegitimate;
   tally->near_misses += near_misses;
+  tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
 }
 

@@ -72,6 +72,63 @@ VT_AVX512 inline __m512d OnGridMid8(const Lanes& l, __m512i k_minus_23) {
   return _mm512_mul_pd(_mm512_set1_pd(0.5), base);
 }
 
+// window.h SpacingAt for 8 magnitudes.
+VT_AVX512 inline __m512d SpacingAt8(__m512d a, __m512i k_minus_23) {
+  __m512i e = _mm512_srli_epi64(_mm512_castpd_si512(a), 52);
+  e = _mm512_max_epu64(e, _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent)));
+  return _mm512_castsi512_pd(_mm512_slli_epi64(_mm512_add_epi64(e, k_minus_23), 52));
+}
+
+// window.h LowerMidDistance for 8 lanes: (a - lo) + OnGridMidDistance(lo).
+VT_AVX512 inline __m512d LowerMid8(const Lanes& l, __m512i k_minus_23) {
+  Lanes lo = l;
+  lo.a = _mm512_mask_sub_pd(l.r, l.up, l.r, l.g);
+  return _mm512_add_pd(_mm512_sub_pd(l.a, lo.a), OnGridMid8(lo, k_minus_23));
+}
+
+// The parts of the window that only matter when it is wide against the spacing (window.h:
+// the honest trainer's other midpoints, Steerable's EXACT term, the DOWN/UP width check).
+struct Wide {
+  __mmask8 other;      // w > g/4 and a midpoint other than mid within w (honest EXACT)
+  __mmask8 steerable;  // window.h Steerable
+  __mmask8 too_wide;   // w > g/2
+};
+
+VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const KernelParams& p,
+                            __m512i k_minus_23) {
+  const __m512d band = _mm512_set1_pd(p.band);
+  const __m512d alpha_scale = _mm512_set1_pd(p.alpha_scale);
+  const __m512d lower_mid = LowerMid8(l, k_minus_23);
+  const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
+  Wide r;
+  const __mmask8 exact_window = _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_GT_OQ);
+  // Exact zeros are exempt (kernels.cc RoundOne).
+  const __mmask8 nonzero = _mm512_cmp_pd_mask(l.a, _mm512_setzero_pd(), _CMP_NEQ_OQ);
+  r.other = static_cast<__mmask8>(exact_window & nonzero & _mm512_cmp_pd_mask(lower_mid, w, _CMP_LT_OQ));
+  r.too_wide = _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.5), l.g), _CMP_GT_OQ);
+  // ExactToleranceAt.
+  const __m512d top = _mm512_min_pd(_mm512_add_pd(l.a, _mm512_mul_pd(_mm512_set1_pd(2.0), w)), _mm512_set1_pd(0x1p127));
+  const __m512d t = _mm512_mul_pd(_mm512_set1_pd(2.0), Window8(band, SpacingAt8(top, k_minus_23), alpha_scale));
+  const __m512d low = _mm512_max_pd(_mm512_sub_pd(l.a, t), _mm512_setzero_pd());
+  const __m512d g_minus = SpacingAt8(low, k_minus_23);
+  const __mmask8 eligible = _mm512_cmp_pd_mask(Window8(band, g_minus, alpha_scale),
+                                               _mm512_mul_pd(_mm512_set1_pd(0.25), g_minus), _CMP_GT_OQ);
+  const __mmask8 near_mid =
+      static_cast<__mmask8>((off & InWindow8(l, t)) | _mm512_cmp_pd_mask(lower_mid, t, _CMP_LE_OQ));
+  const __mmask8 dir_ok = static_cast<__mmask8>(off & in2 & ~r.too_wide);
+  r.steerable = static_cast<__mmask8>(dir_ok | (eligible & near_mid));
+  return r;
+}
+
+// Lanes where Wide8 can differ from its narrow-window value (w <= g/16, off-grid only
+// logging, no EXACT): w > g/16, or a below g (zeros and the smallest magnitudes, where the
+// tolerance reaches down to the uniform grid around 0). Never for the kRelative shape with
+// band <= 1/4, where w <= g/4 everywhere and EXACT is never eligible.
+VT_AVX512 inline __mmask8 WideLanes(const Lanes& l, __m512d w) {
+  return static_cast<__mmask8>(_mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.0625), l.g), _CMP_GT_OQ) |
+                               _mm512_cmp_pd_mask(l.a, l.g, _CMP_LT_OQ));
+}
+
 VT_AVX512 inline int Count(__mmask8 m) { return __builtin_popcount(static_cast<unsigned>(m)); }
 
 VT_AVX512 inline __mmask8 TailMask(int64_t left) {
@@ -87,7 +144,7 @@ enum class Shape { kGeneral, kAbsolute, kRelative };
 // bytes and folds the bit patterns of rnd_b(|x|) into `max_r` for the range check.
 template <Shape kShape>
 VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, double* out, __mmask8 valid,
-                                   __m512i* max_r) {
+                                   __m512i* max_r, int64_t* steerable) {
   const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
   const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
   const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
@@ -100,10 +157,25 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, doubl
   const __m512d quarter_g = _mm512_mul_pd(_mm512_set1_pd(0.25), l.g);
   // InWindow without its tiny-magnitude case when no lane is below g/4 (lo = 0 needs
   // |x| < 2^-151): the common case costs one comparison.
-  __mmask8 in = _mm512_cmp_pd_mask(_mm512_abs_pd(_mm512_sub_pd(l.a, l.mid)), w, _CMP_LE_OQ);
+  const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
+  const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
+  __mmask8 in = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
+  __mmask8 in2 = _mm512_cmp_pd_mask(d, w2, _CMP_LE_OQ);
   const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, quarter_g, _CMP_LT_OQ);
-  if (__builtin_expect(tiny != 0, 0)) in = InWindow8(l, w);
-  const __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & valid);
+  if (__builtin_expect(tiny != 0, 0)) {
+    in = InWindow8(l, w);
+    in2 = InWindow8(l, w2);
+  }
+  __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & valid);
+  __mmask8 steer = static_cast<__mmask8>(~l.on_grid & in2 & valid);
+  if (kShape != Shape::kRelative) {
+    if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
+      const Wide wide = Wide8(l, w, in2, p, k_minus_23);
+      logged = static_cast<__mmask8>((logged | wide.other) & valid);
+      steer = static_cast<__mmask8>(wide.steerable & valid);
+    }
+  }
+  *steerable += Count(steer);
   // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
   const __mmask8 dir_up = static_cast<__mmask8>(l.up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   __m512i s = _mm512_mask_mov_epi64(_mm512_set1_epi64(1), dir_up, _mm512_set1_epi64(2));
@@ -131,12 +203,13 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   const KernelParams p = params;  // a local copy: the state stores cannot alias it
   __m512i max_r = _mm512_setzero_si512();
   RoundTally t;
+  int64_t steerable = 0;
   // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
   // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int64_t j = i; j < i + 64; j += 8) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r, &steerable));
     }
     if (i > 0) CountStates64(states + i - 64, 64, &t);
   }
@@ -144,7 +217,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   if (i < n) {
     for (int64_t j = i; j < n; j += 8) {
       const __mmask8 valid = TailMask(n - j);
-      _mm_mask_storeu_epi8(states + j, valid, RoundLog8<kShape>(p, x + j, out + j, valid, &max_r));
+      _mm_mask_storeu_epi8(states + j, valid, RoundLog8<kShape>(p, x + j, out + j, valid, &max_r, &steerable));
     }
     CountStates64(states + i, n - i, &t);
   }
@@ -153,12 +226,13 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   tally->down += t.down;
   tally->up += t.up;
   tally->exact += t.exact;
+  tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
 }
 
 // What a replay counts, per lane group.
 struct ReplayCounts {
-  int64_t corrections = 0, illegitimate = 0, near_misses = 0;
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
 
 // Replays 8 lanes (the first `valid` ones are real): writes the results, adds the counts
@@ -206,6 +280,15 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
     far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
     near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
   }
+  __mmask8 steer = static_cast<__mmask8>(off & in2 & valid);
+  if (kShape != Shape::kRelative || p.band > 0.25) {
+    if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
+      const Wide wide = Wide8(l, w, in2, p, k_minus_23);
+      far |= wide.too_wide;
+      steer = static_cast<__mmask8>(wide.steerable & valid);
+    }
+  }
+  c->steerable += Count(steer);
   c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
   c->near_misses += Count(static_cast<__mmask8>(st_none & near & valid));
   // Range: rnd_b(|x'|) and |result| (non-negative or NaN) below 2^128, compared as bits.
@@ -227,6 +310,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   tally->corrections += c.corrections;
   tally->illegitimate += c.illegitimate;
   tally->near_misses += c.near_misses;
+  tally->steerable += c.steerable;
   tally->out_of_range |= bad != 0;
 }
 

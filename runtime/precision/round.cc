@@ -216,6 +216,7 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
     total.down += t.down;
     total.up += t.up;
     total.exact += t.exact;
+    total.steerable += t.steerable;
     total.out_of_range |= t.out_of_range;
   });
   if (total.out_of_range) {
@@ -226,6 +227,7 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
     stats.counts.up = total.up;
     stats.counts.exact = total.exact;
     stats.counts.none = n - total.down - total.up - total.exact;
+    stats.steerable = total.steerable;
     std::vector<ExactEntry> exact;
     if (total.exact > 0) exact = CollectExact(states, op, n, total.exact);
     log->FinishWrite(stats.counts, std::move(exact));
@@ -279,6 +281,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     total.corrections += t.corrections;
     total.illegitimate += t.illegitimate;
     total.near_misses += t.near_misses;
+    total.steerable += t.steerable;
     total.out_of_range |= t.out_of_range;
   });
   if (total.out_of_range) {
@@ -312,13 +315,15 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
     const double rnd = BitsDouble(DoubleBits(c.r) | sign);
     if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    const double w = Window(params.band, c.g, params.alpha_scale);
-    if (std::fabs(xv - v) > 2.0 * w + c.g) ++total.illegitimate;
+    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, params.alpha_scale)) {
+      ++total.illegitimate;
+    }
     op[exact[j].position] = v;
   }
   report.corrections = total.corrections;
   report.illegitimate = total.illegitimate;
   report.near_misses = total.near_misses;
+  report.steerable = total.steerable;
   return report;
 }
 

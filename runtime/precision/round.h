@@ -51,6 +51,10 @@ struct BoundaryContext {
 struct RoundStats {
   double scale = 0.0;  // max |x| when alpha > 0; 0 when alpha = 0 (then not computed).
   StateCounts counts;  // The record's counts; all zero when no record was written.
+  // With a record: the values whose rounding this caller could have chosen either way and
+  // still passed an auditor holding exactly these values (the trainer's estimate of its
+  // room to steer; an auditor's replay counts the authoritative number). 0 without a record.
+  int64_t steerable = 0;
 };
 
 struct RoundResult {
@@ -75,11 +79,16 @@ struct ReplayReport {
   int64_t elements = 0;      // Elements replayed.
   int64_t logged = 0;        // DOWN + UP + EXACT entries in the record.
   int64_t corrections = 0;   // Entries whose result differs (bitwise) from rnd_b(x').
-  int64_t illegitimate = 0;  // DOWN/UP with |x'-mid(x')| > 2w'(x'); EXACT with
-                             // |x'-v| > 2w'(x') + spacing(x') (evaluated in FP64).
+  int64_t illegitimate = 0;  // Entries no honest trainer writes (docs/ROUNDING.md,
+                             // "Legitimate entries"): DOWN/UP with |x'-mid(x')| > 2w'(x')
+                             // or w'(x') > spacing/2; EXACT values that fail
+                             // ExactLegitimate (window.h).
   int64_t near_misses = 0;   // NONE entries off the grid with |x'-mid(x')| <= w'(x'), or on
                              // the grid with the nearest midpoint closer than w'(x').
   // For x' on the grid, mid(x') is the nearest midpoint: half the grid step below x' away.
+  int64_t steerable = 0;  // Values (logged or not) whose rounding the trainer could have
+                          // chosen either way and passed these checks (window.h
+                          // Steerable): the trainer's real room, >= its logged entries'.
   double scale = 0.0;  // The replayer's max |x'| (0 when alpha = 0).
 };
 

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #define VT_PRECISION_INLINE inline __attribute__((always_inline))
@@ -111,10 +112,89 @@ VT_PRECISION_INLINE double OnGridMidDistance(double a, uint64_t k, double g) {
   return 0.5 * BitsDouble((DoubleBits(g) & zero) | (below & ~zero));
 }
 
+// The distance from a (>= 0, with its Cell c) to the midpoint just below lo(a): a - lo(a)
+// plus half the grid step below lo(a). With |a - mid| (off the grid) it gives the distance to
+// the nearest midpoint of any cell: every other midpoint is at least as far as one of these
+// two (the one above hi(a) is never nearer than mid(a)). For a on the grid, lo(a) = a and
+// this is OnGridMidDistance(a). Below lo(a) = 0 the next midpoint is -(g/2), at a + g/2.
+// a - lo(a) is exact (same binade, or lo(a) = 0); the sum rounds to nearest.
+VT_PRECISION_INLINE double LowerMidDistance(double a, const Cell& c, uint64_t k) {
+  const double lo = c.r - BitsDouble(DoubleBits(c.g) & (0 - static_cast<uint64_t>(c.up)));
+  return (a - lo) + OnGridMidDistance(lo, k, c.g);
+}
+
+// The grid spacing at magnitude a (>= 0, finite): CellOf(a, k).g without the rounding.
+VT_PRECISION_INLINE double SpacingAt(double a, uint64_t k) {
+  uint64_t e = DoubleBits(a) >> 52;
+  e = e < kMinNormalExponent ? kMinNormalExponent : e;
+  return BitsDouble((e + k - 23) << 52);
+}
+
 // The window w(x) = band * spacing(x) + alpha * scale, evaluated as
 // fl(fl(band * g) + alpha_scale) with alpha_scale = fl(alpha * scale).
 VT_PRECISION_INLINE double Window(double band, double g, double alpha_scale) {
   return band * g + alpha_scale;
+}
+
+// The auditor's tolerance for values that an EXACT entry may hold (docs/ROUNDING.md,
+// "Legitimate entries"), at the auditor's own magnitude a with its own window w:
+//   t = 2 (band * g+ + alpha_scale), g+ the spacing at a + 2w: an honest trainer's value
+//     lies within w of a, so at most one binade above it, where its band term is wider;
+//   eligible: the window admits EXACT somewhere within t of a, i.e. band * g- + alpha_scale
+//     > g-/4 with g- the spacing at max(a - t, 0) (the window grows relative to the
+//     spacing toward zero, so that is where EXACT arises first).
+struct ExactTolerance {
+  double t;
+  bool eligible;
+};
+
+VT_PRECISION_INLINE ExactTolerance ExactToleranceAt(double a, double w, uint64_t k, double band,
+                                                    double alpha_scale) {
+  const double top = a + 2.0 * w;
+  const double g_plus = SpacingAt(top < 0x1p127 ? top : 0x1p127, k);
+  const double t = 2.0 * Window(band, g_plus, alpha_scale);
+  const double low = a - t;
+  const double g_minus = SpacingAt(low > 0.0 ? low : 0.0, k);
+  return ExactTolerance{t, Window(band, g_minus, alpha_scale) > 0.25 * g_minus};
+}
+
+// Whether the trainer could choose this value's rounding either way and pass the auditor's
+// checks (ROUNDING.md "steerable"), for the auditor's magnitude a, cell c and window w:
+//   a DOWN/UP entry is accepted (off the grid, |a - mid| <= 2w, w <= g/2), giving lo or hi;
+//   or an EXACT entry can name a grid value other than rnd_b: some midpoint lies within t.
+VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k, double band,
+                                   double alpha_scale) {
+  const bool off = !c.on_grid;
+  const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g);
+  const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
+  const bool near_mid = (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
+  return dir_ok | (tol.eligible & near_mid);
+}
+
+// Whether an EXACT entry holding v (an FP32 value) is one an honest trainer could have
+// written for the auditor's value x (ROUNDING.md, "Legitimate entries"): v is on the b-grid,
+// the window admits EXACT near x, and a midpoint adjacent to v (the two ends of the set
+// of values that round to v) lies within the tolerance t of x.
+inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double alpha_scale) {
+  const uint32_t vb = FloatBits(v);
+  if ((vb & 0x7f800000u) == 0x7f800000u) return false;  // Inf/NaN
+  if ((vb & ((uint32_t{1} << k) - 1)) != 0) return false;  // not on the b-grid
+  const uint64_t ux = DoubleBits(x);
+  const uint64_t x_sign = ux & kSignBit;
+  const double a = BitsDouble(ux ^ x_sign);
+  const Cell c = CellOf(a, k);
+  const double w = Window(band, c.g, alpha_scale);
+  const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
+  if (!tol.eligible) return false;
+  // v in the frame where x >= 0: its magnitude and whether it lies on the other side of 0.
+  const double av = static_cast<double>(BitsFloat(vb & 0x7fffffffu));
+  const bool v_neg = av != 0.0 && ((vb >> 31) != 0) != (x_sign != 0);
+  const double g_above = SpacingAt(av, k);                   // step from |v| away from 0
+  const double g_below = 2.0 * OnGridMidDistance(av, k, g_above);  // step toward 0 (g for 0)
+  // The midpoints adjacent to v, as signed values in that frame.
+  const double m_far = v_neg ? -(av + 0.5 * g_above) : av + 0.5 * g_above;
+  const double m_near = v_neg ? -(av - 0.5 * g_below) : av - 0.5 * g_below;
+  return std::fabs(a - m_far) <= tol.t || std::fabs(a - m_near) <= tol.t;
 }
 
 }  // namespace vt::precision

@@ -6,6 +6,7 @@
 // adversarial inputs (std::mt19937_64, whose output is fully specified by the standard).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -112,16 +113,88 @@ inline bool AbsDiffAtMost(double a, double b, double w) {
   return le_w && ge_minus_w;
 }
 
-// 0 none, 1 down, 2 up, 3 exact (ROUNDING.md's table). Requires !GridOf(x).out_of_range.
+// The grid spacing at a magnitude y >= 0: the step above y on the grid, hi - lo off it.
+inline double SpacingOf(double y, int bits) {
+  const Grid g = GridOf(y, bits);
+  return g.on_grid ? g.step : g.hi - g.lo;
+}
+
+// The distance from |x| to the midpoint just below the grid value at or below |x|
+// (docs/ROUNDING.md: with the own cell's midpoint, the nearest midpoint of any cell).
+// Evaluated as the FP64 expression the contract gives: (|x| - lo) + step_below(lo) / 2.
+inline double LowerMidDistance(double x, int bits) {
+  const double a = std::fabs(x);
+  const Grid g = GridOf(a, bits);
+  const double lo = g.on_grid ? a : g.lo;
+  const Grid gl = GridOf(lo, bits);
+  return (a - lo) + gl.step_below / 2;
+}
+
+// 0 none, 1 down, 2 up, 3 exact (docs/ROUNDING.md's table). Requires !GridOf(x).out_of_range.
+// Logged when a midpoint lies within w: the cell's own (|x - mid| <= w), or, for a window
+// wider than a quarter spacing, any other one (strictly nearer than w); then EXACT.
 inline int StateOf(double x, int bits, double band, double alpha_scale) {
   const Grid g = GridOf(x, bits);
-  if (g.on_grid) return 0;
-  const double spacing = g.hi - g.lo;
-  const double mid = (g.lo + g.hi) / 2;
+  const double spacing = g.on_grid ? g.step : g.hi - g.lo;
   const double w = band * spacing + alpha_scale;
-  if (!AbsDiffAtMost(x, mid, w)) return 0;
-  if (w > spacing / 4) return 3;
+  const bool wide = w > spacing / 4;
+  const bool in_cell = !g.on_grid && AbsDiffAtMost(x, (g.lo + g.hi) / 2, w);
+  const bool other = wide && LowerMidDistance(x, bits) < w && x != 0;  // zeros: NONE
+  if (!in_cell && !other) return 0;
+  if (wide) return 3;
   return g.rnd == g.lo ? 1 : 2;
+}
+
+// The auditor's tolerance for EXACT values at x (docs/ROUNDING.md, "Legitimate entries").
+struct Tolerance {
+  double t = 0;
+  bool eligible = false;
+};
+
+inline Tolerance ToleranceAt(double x, int bits, double band, double alpha_scale) {
+  const double a = std::fabs(x);
+  const double w = band * SpacingOf(a, bits) + alpha_scale;
+  const double top = std::min(a + 2 * w, std::ldexp(1.0, 127));
+  Tolerance tol;
+  tol.t = 2 * (band * SpacingOf(top, bits) + alpha_scale);
+  const double g_minus = SpacingOf(std::max(a - tol.t, 0.0), bits);
+  tol.eligible = band * g_minus + alpha_scale > g_minus / 4;
+  return tol;
+}
+
+// Whether an EXACT entry holding v is legitimate for the auditor's x: v on the b-grid, the
+// window admits EXACT near x, and a midpoint adjacent to v within the tolerance of x.
+inline bool ExactLegitimate(double x, float v, int bits, double band, double alpha_scale) {
+  if (!std::isfinite(v)) return false;
+  const double vd = static_cast<double>(v);
+  const Grid gv = GridOf(vd, bits);
+  if (!gv.on_grid) return false;
+  const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
+  if (!tol.eligible) return false;
+  // Signed midpoints next to v: away from zero half the step above |v|, toward zero half
+  // the step below (for 0: half the step on either side).
+  const double av = std::fabs(vd);
+  const double sgn = av == 0 ? 1.0 : (std::signbit(vd) ? -1.0 : 1.0);
+  const double m_far = sgn * (av + gv.step / 2);
+  const double m_near = sgn * (av - gv.step_below / 2);
+  // Measured in the frame where x >= 0 (negation is exact, so the same numbers).
+  const double xs = std::fabs(x);
+  const double f = std::signbit(x) ? -1.0 : 1.0;
+  return std::fabs(xs - f * m_far) <= tol.t || std::fabs(xs - f * m_near) <= tol.t;
+}
+
+// Whether the trainer could have rounded x either way and passed (docs/ROUNDING.md
+// "steerable"): a direction entry passes (off the grid, within 2w of mid, w <= spacing/2),
+// or the window admits EXACT and some midpoint lies within the tolerance.
+inline bool SteerableAt(double x, int bits, double band, double alpha_scale) {
+  const Grid g = GridOf(x, bits);
+  const double spacing = g.on_grid ? g.step : g.hi - g.lo;
+  const double w = band * spacing + alpha_scale;
+  const double mid = (g.lo + g.hi) / 2;
+  const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, 2 * w) && w <= spacing / 2;
+  const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
+  const bool near = (!g.on_grid && AbsDiffAtMost(x, mid, tol.t)) || LowerMidDistance(x, bits) <= tol.t;
+  return dir_ok || (tol.eligible && near);
 }
 
 struct ReplayOutcome {
@@ -130,6 +203,7 @@ struct ReplayOutcome {
   bool correction = false;
   bool illegitimate = false;
   bool near_miss = false;
+  bool steerable = false;
 };
 
 // Replaying one entry (state, and the stored value for EXACT) on the auditor's x.
@@ -154,13 +228,15 @@ inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, dou
     case 2:
       o.result = state == 1 ? g.lo : g.hi;
       if (std::fabs(o.result) >= std::ldexp(1.0, 128)) o.out_of_range = true;
-      o.illegitimate = g.on_grid ? g.step_below / 2 > 2 * w : !AbsDiffAtMost(x, mid, 2 * w);
+      o.illegitimate = (g.on_grid ? g.step_below / 2 > 2 * w : !AbsDiffAtMost(x, mid, 2 * w)) ||
+                       w > g.step / 2;
       break;
     default:
       o.result = stored;
-      o.illegitimate = std::fabs(x - stored) > 2 * w + g.step;
+      o.illegitimate = !ExactLegitimate(x, static_cast<float>(stored), bits, band, alpha_scale);
       break;
   }
+  o.steerable = SteerableAt(x, bits, band, alpha_scale);
   o.correction = F64Bits(o.result) != F64Bits(g.rnd);
   return o;
 }

@@ -90,7 +90,7 @@ std::vector<double> TrainerValues(oracle::ValueGenerator& gen, int bits, int n) 
 // The report and results the oracle expects for replaying `record` on xs.
 struct OracleReplay {
   std::vector<double> result;
-  int64_t corrections = 0, illegitimate = 0, near_misses = 0;
+  int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
 
 OracleReplay ExpectReplay(const std::vector<double>& xs, const LogRecord& record,
@@ -109,6 +109,7 @@ OracleReplay ExpectReplay(const std::vector<double>& xs, const LogRecord& record
     r.corrections += out.correction;
     r.illegitimate += out.illegitimate;
     r.near_misses += out.near_miss;
+    r.steerable += out.steerable;
   }
   return r;
 }
@@ -123,6 +124,7 @@ void CheckAgainstOracle(const std::vector<double>& xs, const LogRecord& record,
   CHECK(report.corrections == e.corrections);
   CHECK(report.illegitimate == e.illegitimate);
   CHECK(report.near_misses == e.near_misses);
+  CHECK(report.steerable == e.steerable);
   CHECK(report.elements == static_cast<int64_t>(xs.size()));
   CHECK(report.logged == record.counts().logged());
 }
@@ -382,28 +384,35 @@ TEST_CASE("replay: in place, sizes, errors") {
                     Catch::Contains("bits must be"));
 }
 
-TEST_CASE("replay: spec gap - NONE values on the grid with w > spacing/4 are not protected") {
-  // ROUNDING.md marks every on-grid value NONE. With a window wider than a quarter spacing
-  // (here alpha * scale = 2^-26 * 8 = spacing(1)), an honest auditor value within d < w of
-  // the trainer's 1.0 can cross the midpoint below it (1 - 2^-25), and replay then differs
-  // with no correction counted. This pins the behaviour the spec defines (see the report).
+TEST_CASE("replay: values on the grid under a wide window are logged EXACT and replay exactly") {
+  // A window wider than a quarter spacing (alpha * scale = 2^-26 * 8 = spacing(1)) reaches
+  // the midpoint below 1.0 (1 - 2^-25): an honest auditor value within d < w of the
+  // trainer's 1.0 can cross it. The trainer therefore logs 1.0 as EXACT, and the replay
+  // gives 1.0 back. (An earlier contract logged every on-grid value NONE, and this replay
+  // came out as 1 - 2^-24 with no correction counted.)
   const RoundOptions wide = Options(32, 0.0, P2(-26));
   const double scale = 8.0;
   const double w = wide.alpha * scale;
   REQUIRE(w > P2(-23) / 4);
   LogRecord record;
   const at::Tensor trained = Round(ToTensor({scale, 1.0}), wide, &record).rounded;
-  CHECK(record.states()[1] == 0);   // NONE: on the grid
+  CHECK(record.states()[1] == 3);
+  REQUIRE(record.exact().size() == 1);
+  CHECK(record.exact()[0].value() == 1.0);
   const double xp = 1.0 - 0.5 * w;  // d = 2^-24 < w
   const auto r = Replay(ToTensor({scale, xp}), record, wide);
   CHECK(ToVector(trained)[1] == 1.0);
-  CHECK(ToVector(r.rounded)[1] == 1 - P2(-24));  // differs from the trainer's value
-  CHECK(r.report.corrections == 0);
-  // The replay report does show it: x' is on the grid with a midpoint nearer than w'.
-  CHECK(r.report.near_misses == 1);
-  // And the trainer's own replay flags the value at risk (1.0: the midpoint below it is
-  // 2^-25 away, nearer than w).
-  CHECK(Replay(ToTensor({scale, 1.0}), record, wide).report.near_misses == 1);
+  CHECK(ToVector(r.rounded)[1] == 1.0);
+  CHECK(r.report.corrections == 1);
+  CHECK(r.report.illegitimate == 0);
+  // The control: without the entry (a NONE in its place) the replay differs.
+  const LogRecord none = LogRecord::FromStates({0, 0}, {});
+  CHECK(ToVector(Replay(ToTensor({scale, xp}), none, wide).rounded)[1] == 1 - P2(-24));
+  // The same wide window also reaches the midpoint below a power of two from a value just
+  // above it (not its own cell's midpoint): 1 + 2^-23 / 16 is logged EXACT too.
+  LogRecord above;
+  Round(ToTensor({scale, 1.0 + P2(-27)}), wide, &above);
+  CHECK(above.states()[1] == 3);
 }
 
 TEST_CASE("replay: random states on random values agree with the oracle") {
@@ -438,5 +447,113 @@ TEST_CASE("replay: random states on random values agree with the oracle") {
         CheckAgainstOracle(xs, record, o, r.report, r.rounded);
       }
     }
+  }
+}
+
+// The issue-13 probes: a trainer who has read the replay code forges entries that move an
+// auditor value to its other neighbour. Each must be flagged unless the window really
+// leaves the trainer that choice, and then it must be counted in `steerable`.
+TEST_CASE("replay: forged EXACT entries holding the other neighbour are illegitimate") {
+  // 1000 auditor values 0.1 spacing above lo (so rnd_b = lo, 0.4 spacing from the
+  // midpoint); the forged record marks each EXACT with hi. Under the old rule
+  // (|x' - v| <= 2w' + spacing) every one of them passed.
+  oracle::ValueGenerator gen(13);
+  std::vector<double> xs;
+  std::vector<ExactEntry> forged;
+  for (int i = 0; i < 1000; ++i) {
+    // Magnitudes in [1, 32): with alpha = 2^-40 the window stays far below a spacing.
+    const double lo = std::ldexp(1.0 + gen.Unit(), gen.Int(0, 4));
+    const oracle::Grid g = oracle::GridOf(lo, 32);
+    const double on = g.rnd;  // lo on the b = 32 grid
+    const double spacing = oracle::SpacingOf(on, 32);
+    xs.push_back(on + 0.1 * spacing);
+    forged.push_back(ExactEntry{i, oracle::F32Bits(static_cast<float>(on + spacing))});
+  }
+  const LogRecord record = LogRecord::FromStates(std::vector<uint8_t>(1000, 3), forged);
+  for (const RoundOptions& o : {Options(32, 1.0 / 16, 0.0), Options(32, 0.0, P2(-40)), Options(32, 0.25, 0.0)}) {
+    INFO("band " << o.band << " alpha " << o.alpha);
+    IsaGuard guard;
+    for (auto isa : vt::precision::SupportedKernelIsas()) {
+      vt::precision::SetKernelIsa(isa);
+      const auto r = Replay(ToTensor(xs), record, o);
+      CHECK(r.report.corrections == 1000);   // every value moved ...
+      CHECK(r.report.illegitimate == 1000);  // ... and every entry flagged
+      // The paper's window does leave every one of these values to the trainer, but only
+      // through a direction entry (|x' - mid| = 0.4 spacing <= 2w); the others leave none.
+      CHECK(r.report.steerable == (o.band == 0.25 ? 1000 : 0));
+      CheckAgainstOracle(xs, record, o, r.report, r.rounded);
+    }
+  }
+}
+
+TEST_CASE("replay: an EXACT value is legitimate only within the tolerance of a midpoint") {
+  // A wide absolute window (alpha * scale = 2^-40 * 1 on values near 2^-30, where the
+  // spacing is 2^-53): an honest trainer's value may be any of the grid values within
+  // about 2w of x', so those are legitimate and x' is steerable; a value farther away, or
+  // one off the b-grid, is not.
+  const RoundOptions o = Options(32, 0.0, P2(-40));
+  const double xp = P2(-30) * 1.2345;
+  const double t = 2 * P2(-40);  // the tolerance: 2 (band g+ + alpha scale)
+  auto replay_exact = [&](double v) {
+    const LogRecord rec = LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(static_cast<float>(v))}});
+    return Replay(ToTensor({1.0, xp}), rec, o).report;
+  };
+  CHECK(replay_exact(static_cast<float>(xp)).illegitimate == 0);               // rnd_b(x') itself
+  CHECK(replay_exact(static_cast<float>(xp + 0.9 * t)).illegitimate == 0);     // within reach
+  CHECK(replay_exact(static_cast<float>(xp - 0.9 * t)).illegitimate == 0);
+  CHECK(replay_exact(static_cast<float>(xp + 1.5 * t)).illegitimate == 1);     // too far
+  CHECK(replay_exact(static_cast<float>(-xp)).illegitimate == 1);              // other sign
+  const auto r = Replay(ToTensor({1.0, xp}), LogRecord::FromStates({0, 0}, {}), o).report;
+  CHECK(r.steerable == 1);  // x' (the 1.0 is on the grid, far from any midpoint: not)
+  // Off the b-grid: b = 24 keeps 15 explicit bits, so an FP32 value with low bits set is
+  // no rounding result at all.
+  const RoundOptions o24 = Options(24, 0.0, P2(-14));  // w = 2^-14 > spacing(1)/4 = 2^-17
+  const LogRecord off_grid = LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(1.0f) | 1u}});
+  CHECK(Replay(ToTensor({1.0, 1.0}), off_grid, o24).report.illegitimate == 1);
+}
+
+TEST_CASE("replay: EXACT entries under a narrow window are illegitimate, also for rnd_b(x')") {
+  // band <= 1/4 and alpha = 0 (the paper's and the tight window): w <= spacing/4 everywhere,
+  // so an honest trainer never writes EXACT; a forged one is flagged even when it holds
+  // the value the auditor would have computed anyway.
+  const std::vector<double> xs = {1.0 + P2(-25), 3.0 + P2(-24), -7.5};
+  std::vector<ExactEntry> same;
+  for (int i = 0; i < 3; ++i) {
+    same.push_back(ExactEntry{i, oracle::F32Bits(static_cast<float>(oracle::GridOf(xs[static_cast<size_t>(i)], 32).rnd))});
+  }
+  const LogRecord record = LogRecord::FromStates({3, 3, 3}, same);
+  for (double band : {0.25, 1.0 / 16, 0.0}) {
+    const auto r = Replay(ToTensor(xs), record, Options(32, band, 0.0));
+    CHECK(r.report.corrections == 0);
+    CHECK(r.report.illegitimate == 3);
+  }
+}
+
+TEST_CASE("replay: direction flips of unlogged values are flagged beyond 2w and counted within") {
+  // Auditor values at distance delta from the midpoint of their cell, every one given the
+  // direction that is *not* rnd_b(x') (a flip). Flagged iff delta > 2w'; the others are the
+  // trainer's legitimate room and appear in `steerable` whatever the record says.
+  const double g = P2(-23);  // spacing in [1, 2)
+  std::vector<double> xs;
+  std::vector<uint8_t> flips;
+  for (int i = 1; i <= 96; ++i) {
+    const double delta = (i / 200.0) * g;  // 0.005 g .. 0.48 g
+    const double mid = 1.5 + 0.5 * g;
+    const double x = (i % 2) ? mid + delta : mid - delta;
+    xs.push_back(x);
+    flips.push_back(x > mid ? 1 : 2);  // rounds up -> DOWN, rounds down -> UP
+  }
+  const LogRecord record = LogRecord::FromStates(flips, {});
+  for (double band : {1.0 / 16, 0.1, 0.25}) {
+    const auto r = Replay(ToTensor(xs), record, Options(32, band, 0.0));
+    int64_t within = 0;
+    for (int i = 1; i <= 96; ++i) within += (i / 200.0) <= 2 * band;
+    INFO("band " << band);
+    CHECK(r.report.corrections == 96);
+    CHECK(r.report.illegitimate == 96 - within);
+    CHECK(r.report.steerable == within);
+    // An honest NONE record on the same values reports the same room.
+    CHECK(Replay(ToTensor(xs), LogRecord::FromStates(std::vector<uint8_t>(96, 0), {}), Options(32, band, 0.0))
+              .report.steerable == within);
   }
 }

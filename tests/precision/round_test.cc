@@ -69,6 +69,7 @@ struct Expected {
   std::vector<double> rnd;
   std::vector<uint8_t> states;
   StateCounts counts;
+  int64_t steerable = 0;
 };
 
 Expected Expect(const std::vector<double>& xs, const RoundOptions& options) {
@@ -85,6 +86,7 @@ Expected Expect(const std::vector<double>& xs, const RoundOptions& options) {
     const int s = oracle::StateOf(v, options.bits, options.band, alpha_scale);
     e.states.push_back(static_cast<uint8_t>(s));
     (s == 0 ? e.counts.none : s == 1 ? e.counts.down : s == 2 ? e.counts.up : e.counts.exact) += 1;
+    e.steerable += oracle::SteerableAt(v, options.bits, options.band, alpha_scale);
   }
   return e;
 }
@@ -121,6 +123,7 @@ void CheckRound(const std::vector<double>& xs, const RoundOptions& options, cons
   CHECK(record.counts() == e.counts);
   CHECK(record.exact().size() == static_cast<size_t>(e.counts.exact));
   CHECK(result.stats.counts == e.counts);
+  CHECK(result.stats.steerable == e.steerable);
 }
 
 // Grid points and their neighbourhoods for every interesting part of the FP32 range.
@@ -237,8 +240,12 @@ TEST_CASE("round: band 0.5 logs every off-grid value as EXACT, band 0.25 never n
   const std::vector<double> xs = {1 + P2(-30), 1.0, -3.3, 1e-40, 0.0, 7.25};
   LogRecord record;
   Round(ToTensor(xs), Options(32, 0.5), &record);
-  CHECK(record.counts().exact == 3);  // every value but 1.0, 0.0 and 7.25 (on the grid)
-  CHECK(record.counts().none == 3);
+  // Every off-grid value, and 1.0: on the grid, but the midpoint below a power of two is a
+  // quarter spacing away, inside w = spacing/2. 0.0 and 7.25 have their nearest midpoints
+  // exactly w = spacing/2 away, which no divergence d < w reaches: NONE.
+  CHECK(record.counts().exact == 4);
+  CHECK(record.counts().none == 2);
+  CHECK(record.state(1) == vt::precision::LogState::kExact);
   Round(ToTensor(xs), Options(32, 0.25), &record);
   CHECK(record.counts().exact == 0);
 }
@@ -256,7 +263,9 @@ TEST_CASE("round: alpha large enough forces EXACT entries with the FP32 bits of 
     CHECK(e.fp32_bits == oracle::F32Bits(static_cast<float>(out[static_cast<size_t>(e.position)])));
     CHECK(e.value() == out[static_cast<size_t>(e.position)]);
   }
-  CHECK(record.state(5) == vt::precision::LogState::kNone);  // 0 is on the grid
+  // 0 is on the grid and its midpoints (+-2^-150) are far inside the window, but exact
+  // zeros are NONE: at boundaries they are structural (docs/ROUNDING.md, "Zeros").
+  CHECK(record.state(5) == vt::precision::LogState::kNone);
   CHECK(record.state(0) == vt::precision::LogState::kNone);
   const Expected expected = Expect(xs, options);
   ForEachIsa([&] { CheckRound(xs, options, expected); });
@@ -617,10 +626,12 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         CHECK(a.round.down == b.round.down);
         CHECK(a.round.up == b.round.up);
         CHECK(a.round.exact == b.round.exact);
+        CHECK(a.round.steerable == b.round.steerable);
         CHECK(same_bits(a.replayed, b.replayed));
         CHECK(a.replay.corrections == b.replay.corrections);
         CHECK(a.replay.illegitimate == b.replay.illegitimate);
         CHECK(a.replay.near_misses == b.replay.near_misses);
+        CHECK(a.replay.steerable == b.replay.steerable);
       }
     }
   }

@@ -67,9 +67,55 @@ __device__ __forceinline__ double OnGridMidDistance(double a, uint64_t k, double
   return __dmul_rn(0.5, ua == 0 ? g : below);
 }
 
+// window.h LowerMidDistance: (a - lo(a)) + half the grid step below lo(a).
+__device__ __forceinline__ double LowerMidDistance(double a, const DeviceCell& c, uint64_t k) {
+  const double lo = __dsub_rn(c.r, Dbl(Bits(c.g) & (0 - static_cast<uint64_t>(c.up))));
+  return __dadd_rn(__dsub_rn(a, lo), OnGridMidDistance(lo, k, c.g));
+}
+
+// window.h SpacingAt: CellOf(a, k).g without the rounding.
+__device__ __forceinline__ double SpacingAt(double a, uint64_t k) {
+  uint64_t e = Bits(a) >> 52;
+  e = e < kMinNormalExponent ? kMinNormalExponent : e;
+  return Dbl((e + k - 23) << 52);
+}
+
 // window.h Window: fl(fl(band * g) + alpha_scale).
 __device__ __forceinline__ double Window(double band, double g, double alpha_scale) {
   return __dadd_rn(__dmul_rn(band, g), alpha_scale);
+}
+
+// window.h ExactToleranceAt: the auditor's tolerance t for EXACT values and whether EXACT
+// is eligible within t of a. The comparisons select exactly as the CPU's (a NaN top or low
+// picks 2^127 or 0).
+struct DeviceTolerance {
+  double t;
+  bool eligible;
+};
+
+__device__ __forceinline__ DeviceTolerance ExactToleranceAt(double a, double w, uint64_t k,
+                                                            double band, double alpha_scale) {
+  const double top = __dadd_rn(a, __dmul_rn(2.0, w));
+  const double g_plus = SpacingAt(top < 0x1p127 ? top : 0x1p127, k);
+  const double t = __dmul_rn(2.0, Window(band, g_plus, alpha_scale));
+  const double low = __dsub_rn(a, t);
+  const double g_minus = SpacingAt(low > 0.0 ? low : 0.0, k);
+  DeviceTolerance tol;
+  tol.t = t;
+  tol.eligible = Window(band, g_minus, alpha_scale) > __dmul_rn(0.25, g_minus);
+  return tol;
+}
+
+// window.h Steerable: a DOWN/UP entry would pass (off the grid, |a - mid| <= 2w, w <= g/2),
+// or an EXACT entry could name a grid value other than rnd_b (a midpoint within t).
+__device__ __forceinline__ bool Steerable(double a, const DeviceCell& c, double w, uint64_t k,
+                                          double band, double alpha_scale) {
+  const bool off = !c.on_grid;
+  const bool dir_ok = off & InWindow(a, c.mid, c.g, __dmul_rn(2.0, w)) & (w <= __dmul_rn(0.5, c.g));
+  const DeviceTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
+  const bool near_mid =
+      (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
+  return dir_ok | (tol.eligible & near_mid);
 }
 
 __device__ __forceinline__ unsigned long long WarpSum(unsigned long long v) {
@@ -77,10 +123,10 @@ __device__ __forceinline__ unsigned long long WarpSum(unsigned long long v) {
   return v;
 }
 
-// counters: [0] down, [1] up, [2] exact, [3] out of range.
+// counters: [0] down, [1] up, [2] exact, [3] out of range, [4] steerable.
 __global__ void RoundKernel(KernelParams p, const double* x, double* out, uint8_t* states,
                             int64_t n, unsigned long long* counters) {
-  unsigned long long down = 0, up = 0, exact = 0, bad = 0;
+  unsigned long long down = 0, up = 0, exact = 0, bad = 0, steerable = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -91,8 +137,14 @@ __global__ void RoundKernel(KernelParams p, const double* x, double* out, uint8_
     bad |= !(c.r < kOverflow);
     if (states != nullptr) {
       const double w = Window(p.band, c.g, p.alpha_scale);
-      const uint64_t logged = static_cast<uint64_t>(!c.on_grid && InWindow(a, c.mid, c.g, w));
-      const uint64_t needs_exact = static_cast<uint64_t>(w > __dmul_rn(0.25, c.g));
+      // kernels.cc RoundOne: logged when some midpoint is within w; one other than mid
+      // (below lo, or the nearest of an on-grid value) only counts when w > g/4 (EXACT).
+      const bool exact_window = w > __dmul_rn(0.25, c.g);
+      const bool other = exact_window & (LowerMidDistance(a, c, p.k) < w) & (a != 0.0);  // zeros exempt
+      const uint64_t logged =
+          static_cast<uint64_t>((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other);
+      const uint64_t needs_exact = static_cast<uint64_t>(exact_window);
+      steerable += Steerable(a, c, w, p.k, p.band, p.alpha_scale);
       const uint64_t dir_up = static_cast<uint64_t>(c.up) ^ (sign >> 63);
       const uint64_t s = logged * ((1 + dir_up) | (3 * needs_exact));
       down += s == 1;
@@ -106,18 +158,21 @@ __global__ void RoundKernel(KernelParams p, const double* x, double* out, uint8_
   up = WarpSum(up);
   exact = WarpSum(exact);
   bad = WarpSum(bad);
+  steerable = WarpSum(steerable);
   if ((threadIdx.x & 31) == 0) {
     if (down) atomicAdd(&counters[0], down);
     if (up) atomicAdd(&counters[1], up);
     if (exact) atomicAdd(&counters[2], exact);
     if (bad) atomicAdd(&counters[3], bad);
+    if (steerable) atomicAdd(&counters[4], steerable);
   }
 }
 
-// counters: [0] corrections, [1] illegitimate, [2] near misses, [3] out of range.
+// counters: [0] corrections, [1] illegitimate, [2] near misses, [3] out of range,
+// [4] steerable.
 __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* states, double* out,
                              int64_t n, unsigned long long* counters) {
-  unsigned long long corrections = 0, illegitimate = 0, near_misses = 0, bad = 0;
+  unsigned long long corrections = 0, illegitimate = 0, near_misses = 0, bad = 0, steerable = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -138,10 +193,13 @@ __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* sta
     corrections += move;
     const double on_grid_mid = OnGridMidDistance(a, p.k, c.g);
     const double w2 = __dmul_rn(2.0, w);
-    const bool far = off ? !InWindow(a, c.mid, c.g, w2) : on_grid_mid > w2;
+    // A window wider than g/2 admits only EXACT from an honest trainer (kernels.cc ReplayOne).
+    const bool far =
+        (off ? !InWindow(a, c.mid, c.g, w2) : on_grid_mid > w2) | (w > __dmul_rn(0.5, c.g));
     const bool near = off ? InWindow(a, c.mid, c.g, w) : on_grid_mid < w;
     illegitimate += is_dir && far;
     near_misses += st == 0 && near;
+    steerable += Steerable(a, c, w, p.k, p.band, p.alpha_scale);
     bad |= !(c.r < kOverflow) || !(result < kOverflow);
     out[i] = Dbl(Bits(result) | sign);
   }
@@ -149,11 +207,13 @@ __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* sta
   illegitimate = WarpSum(illegitimate);
   near_misses = WarpSum(near_misses);
   bad = WarpSum(bad);
+  steerable = WarpSum(steerable);
   if ((threadIdx.x & 31) == 0) {
     if (corrections) atomicAdd(&counters[0], corrections);
     if (illegitimate) atomicAdd(&counters[1], illegitimate);
     if (near_misses) atomicAdd(&counters[2], near_misses);
     if (bad) atomicAdd(&counters[3], bad);
+    if (steerable) atomicAdd(&counters[4], steerable);
   }
 }
 
@@ -182,17 +242,19 @@ int Blocks(int64_t n) {
   return static_cast<int>(needed < cap ? (needed > 0 ? needed : 1) : cap);
 }
 
-// Device scratch for the four counters, freed on scope exit.
+// Device scratch for the kernels' counters, freed on scope exit.
+constexpr int kCounters = 5;
+
 class Counters {
  public:
   Counters() {
-    Check(cudaMalloc(&ptr_, 4 * sizeof(unsigned long long)), "cudaMalloc");
-    Check(cudaMemset(ptr_, 0, 4 * sizeof(unsigned long long)), "cudaMemset");
+    Check(cudaMalloc(&ptr_, kCounters * sizeof(unsigned long long)), "cudaMalloc");
+    Check(cudaMemset(ptr_, 0, kCounters * sizeof(unsigned long long)), "cudaMemset");
   }
   ~Counters() { cudaFree(ptr_); }
   unsigned long long* get() { return ptr_; }
-  void Read(unsigned long long out[4]) {
-    Check(cudaMemcpy(out, ptr_, 4 * sizeof(unsigned long long), cudaMemcpyDeviceToHost),
+  void Read(unsigned long long out[kCounters]) {
+    Check(cudaMemcpy(out, ptr_, kCounters * sizeof(unsigned long long), cudaMemcpyDeviceToHost),
           "cudaMemcpy");
   }
 
@@ -245,11 +307,12 @@ void RoundDevice(const KernelParams& p, const double* x, double* out, uint8_t* s
   RoundKernel<<<Blocks(n), kThreads>>>(p, x, out, states, n, counters.get());
   Check(cudaGetLastError(), "RoundKernel launch");
   Check(cudaDeviceSynchronize(), "RoundKernel");
-  unsigned long long c[4];
+  unsigned long long c[kCounters];
   counters.Read(c);
   tally->down += static_cast<int64_t>(c[0]);
   tally->up += static_cast<int64_t>(c[1]);
   tally->exact += static_cast<int64_t>(c[2]);
+  tally->steerable += static_cast<int64_t>(c[4]);
   tally->out_of_range |= c[3] != 0;
 }
 
@@ -260,11 +323,12 @@ void ReplayDevice(const KernelParams& p, const double* x, const uint8_t* states,
   ReplayKernel<<<Blocks(n), kThreads>>>(p, x, states, out, n, counters.get());
   Check(cudaGetLastError(), "ReplayKernel launch");
   Check(cudaDeviceSynchronize(), "ReplayKernel");
-  unsigned long long c[4];
+  unsigned long long c[kCounters];
   counters.Read(c);
   tally->corrections += static_cast<int64_t>(c[0]);
   tally->illegitimate += static_cast<int64_t>(c[1]);
   tally->near_misses += static_cast<int64_t>(c[2]);
+  tally->steerable += static_cast<int64_t>(c[4]);
   tally->out_of_range |= c[3] != 0;
 }
 
@@ -274,7 +338,7 @@ uint64_t MaxAbsBitsDevice(const double* x, int64_t n) {
   MaxAbsKernel<<<Blocks(n), kThreads>>>(x, n, result.get());
   Check(cudaGetLastError(), "MaxAbsKernel launch");
   Check(cudaDeviceSynchronize(), "MaxAbsKernel");
-  unsigned long long c[4];
+  unsigned long long c[kCounters];
   result.Read(c);
   return c[0];
 }

@@ -25,8 +25,9 @@ bool DeviceAvailable(std::string* why);
 std::string DeviceName();
 
 // Device pointers (cudaMalloc'd), n elements each; semantics as RoundSpan / ReplaySpan
-// (EXACT states are replayed as NONE; the caller writes the stored values). Tallies are
-// added to `*tally`. `states` may be null in RoundDevice (no classification).
+// (EXACT states are replayed as NONE; the caller writes the stored values and checks them
+// with window.h ExactLegitimate on the host). Tallies, `steerable` included, are added to
+// `*tally`. `states` may be null in RoundDevice (no classification, no counts).
 void RoundDevice(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
                  RoundTally* tally);
 void ReplayDevice(const KernelParams& p, const double* x, const uint8_t* states, double* out,
