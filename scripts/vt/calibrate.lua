@@ -10,12 +10,17 @@
 -- same upstream values) and compares its own inputs with the trainer's as they happen. Per boundary, the largest divergence
 -- max|x - x'| / scale over calls, steps and profiles (scale = the call's max |x|) sets
 --   alpha = max(floor, safety * divergence), band = `band` (default 0).
--- Update-kind boundaries (new parameters, optimizer state, running statistics) are
--- elementwise IEEE arithmetic on bit-identical inputs, the same on every machine; when their
--- measured divergence is exactly zero they get a zero window (band 0, alpha 0: only exact
--- ties are logged) unless `exact_updates = false`. Without this, a learning rate such as 0.05
+-- An update-kind boundary gets the exact window (band 0, alpha 0: values rounded to nearest,
+-- nothing logged) only when it is exact by construction (M.exact_by_construction below: the
+-- optimizer's new parameters and state, elementwise IEEE arithmetic on values already
+-- rounded at earlier boundaries, the same bits on every machine) and its measured divergence
+-- is exactly zero, unless `exact_updates = false`. Without this, a learning rate such as 0.05
 -- puts about 1% of new weights within 1e-7 spacings of a midpoint (p - lr*m lands on a
--- lattice of 1/80 spacings), and the floor would log them for nothing.
+-- lattice of 1/80 spacings), and the floor would log them for nothing. Every other boundary
+-- gets at least the floor, measured divergence or not: batch-norm running statistics are
+-- update-kind too, but they come from batch statistics summed in a profile's order, so a few
+-- steps without divergence prove nothing about the next ones. Each measured boundary says
+-- why it got its window (`exact_by_construction`, `reason`).
 -- Pairs of non-reference profiles are covered too: their divergence is at most the sum of
 -- two measured ones, which the safety factor (default 8) covers. Process-level profiles
 -- (nofma, refblas) run in a vtrun subprocess under `--profile`; `data` must then be a recipe
@@ -54,6 +59,30 @@ local function kind_of(boundary)
   local kind = boundary:match(":([%w_]+)$") or ""
   if kind == "fwd" or kind == "bwd" or kind == "grad" then return kind end
   return "update"
+end
+
+-- Exact by construction: what Optimizer::Step (runtime/optim/optimizer.cc) writes for a
+-- parameter P, given that P's gradient passed its "P:grad" boundary before the step
+-- (runtime/train/engine.cc):
+--   P:momentum   buf = momentum * buf + d, d = g (+ weight_decay * p)          (sgd)
+--   P:exp_avg    m = beta1 * m + (1 - beta1) * g                               (adamw)
+--   P:exp_avg_sq v = beta2 * v + (1 - beta2) * g * g                           (adamw)
+--   P:update     p - lr * d (d: the momentum buffer, or g, or Nesterov's d + momentum * buf),
+--                or p' - lr * (m / c1) / (sqrt(v / c2) + eps)                  (adamw)
+-- Every input is a rounded value (g at P:grad, p at the last P:update or the initial state,
+-- the state at its own boundary last step) or a scalar computed the same way everywhere
+-- (the schedule with PortableCos, c1/c2 with PowInt), and IEEE +, -, *, /, sqrt are correctly
+-- rounded, one ATen operation each (no contraction), so every honest machine sees the same bits. Nothing else is
+-- exact by construction: batch-norm running statistics ("bn1.running_mean:update",
+-- "bn1.running_var:update") are update-kind but come from profile-ordered sums, and a
+-- boundary this rule does not know (a buffer without a gradient, a new kind of state) floors.
+local OPTIMIZER_OUTPUTS = {update = true, momentum = true, exp_avg = true, exp_avg_sq = true}
+
+-- True when `boundary` is an optimizer output of a parameter in `parameters` (a set of
+-- parameter names: those with a "name:grad" boundary).
+function M.exact_by_construction(boundary, parameters)
+  local owner, suffix = boundary:match("^(.+):([%w_]+)$")
+  return owner ~= nil and OPTIMIZER_OUTPUTS[suffix] == true and parameters[owner] == true
 end
 
 -- Adds a step report's divergence_stats (this machine against the reference) to `acc`.
@@ -99,7 +128,8 @@ Calibration.__index = Calibration
 -- The measurements and windows as JSON (for a run's metadata).
 function Calibration:json()
   return vt.json.encode{profiles = self.profiles, steps = self.steps, safety = self.safety, floor = self.floor,
-                        band = self.band, boundaries = self.boundaries, round = self.round}
+                        band = self.band, exact_updates = self.exact_updates, boundaries = self.boundaries,
+                        round = self.round}
 end
 
 function M.calibrate(options)
@@ -204,26 +234,37 @@ function M.calibrate(options)
   end
   if options.progress then io.stderr:write("\n") end
 
-  -- Windows: per boundary, and per kind the widest of its boundaries (for boundaries that
-  -- did not appear in the calibration steps).
+  -- Windows: per boundary, and per kind the widest of its boundaries, at least the floor
+  -- (for boundaries that did not appear in the calibration steps: never exact).
   local round = {bits = bits, boundaries = {}}
   local by_kind = {}
   local exact_updates = options.exact_updates ~= false
+  local parameters = {}  -- parameters with a gradient boundary: the optimizer's inputs
+  for boundary in pairs(acc) do
+    local owner = boundary:match("^(.+):grad$")
+    if owner then parameters[owner] = true end
+  end
   for boundary, a in pairs(acc) do
-    a.alpha = math.max(floor, safety * a.max_rel)
+    a.exact_by_construction = M.exact_by_construction(boundary, parameters)
     a.band = band
-    if exact_updates and a.kind == "update" and a.differ == 0 and a.missing == 0 then a.alpha, a.band = 0, 0 end
+    if exact_updates and a.exact_by_construction and a.differ == 0 and a.missing == 0 then
+      a.alpha, a.band, a.reason = 0, 0, "exact"
+    elseif safety * a.max_rel > floor then
+      a.alpha, a.reason = safety * a.max_rel, "measured"
+    else
+      a.alpha, a.reason = floor, "floor"
+    end
     round.boundaries[boundary] = {band = a.band, alpha = a.alpha}
     by_kind[a.kind] = math.max(by_kind[a.kind] or 0, a.alpha)
   end
   for _, kind in ipairs{"fwd", "bwd", "grad", "update"} do
-    local alpha = by_kind[kind] or floor
-    round[kind] = {band = alpha == 0 and 0 or band, alpha = alpha}
+    round[kind] = {band = band, alpha = math.max(floor, by_kind[kind] or 0)}
   end
 
   os.execute("rm -rf '" .. dir .. "'")
   local self = setmetatable({round = round, boundaries = acc, profiles = profiles, steps = steps, safety = safety,
-                             floor = floor, band = band, seconds = vt.clock() - t0, replay_problems = replay_problems},
+                             floor = floor, band = band, exact_updates = exact_updates, seconds = vt.clock() - t0,
+                             replay_problems = replay_problems},
                             Calibration)
   return self
 end

@@ -26,13 +26,89 @@ s:test("windows per boundary from the divergence of three profiles", function()
   T.assert_eq(fwd.alpha, math.max(2 ^ -48, 8 * fwd.max_rel))
   T.assert_eq(cal.round.boundaries["fc0:fwd"].alpha, fwd.alpha)
   T.assert_eq(cal.round.boundaries["fc0:fwd"].band, 0)
-  -- Update-kind boundaries are the same everywhere: exact windows.
-  local upd = cal.boundaries["fc0.weight:update"]
-  T.assert_eq(upd.differ, 0)
-  T.assert_eq(cal.round.boundaries["fc0.weight:update"], {band = 0, alpha = 0})
+  T.assert_eq(fwd.reason, "measured")
+  T.assert_false(fwd.exact_by_construction)
+  -- The optimizer's outputs are the same everywhere by construction: exact windows.
+  for _, name in ipairs{"fc0.weight:update", "fc0.weight:momentum", "fc0.bias:update"} do
+    local upd = cal.boundaries[name]
+    T.assert_eq(upd.differ, 0, name)
+    T.assert_true(upd.exact_by_construction, name)
+    T.assert_eq(upd.reason, "exact", name)
+    T.assert_eq(cal.round.boundaries[name], {band = 0, alpha = 0})
+  end
+  -- The per-kind default (boundaries calibration never saw) is never exact.
+  T.assert_eq(cal.round.update, {band = 0, alpha = 2 ^ -48})
   -- The measurements travel as JSON (for a run's metadata).
   local j = vt.json.decode(cal:json())
   T.assert_eq(j.boundaries["fc0:fwd"].alpha, fwd.alpha)
+end)
+
+s:test("only the optimizer's outputs of parameters with a gradient boundary are exact by construction", function()
+  local exact = require("vt.calibrate").exact_by_construction
+  local params = {["fc.weight"] = true, ["bn1.weight"] = true}
+  for _, name in ipairs{"fc.weight:update", "fc.weight:momentum", "fc.weight:exp_avg", "fc.weight:exp_avg_sq",
+                        "bn1.weight:update"} do
+    T.assert_true(exact(name, params), name)
+  end
+  for _, name in ipairs{"bn1.running_mean:update", "bn1.running_var:update", "bn1.num_batches_tracked:update",
+                        "fc.weight:grad", "fc:fwd", "fc:bwd", "fc.weight:state", "fc.weight", "loss", "other.weight:update"} do
+    T.assert_false(exact(name, params), name)
+  end
+end)
+
+s:test("batch-norm running statistics get at least the floor, even with no divergence measured", function()
+  -- ResNet-18 at width 4: 20 batch norms, 40 running-statistics boundaries. In 3 steps over
+  -- two profiles most of them show no divergence at all (an exact window before issue 13),
+  -- yet their batch statistics are sums in each profile's order.
+  local rrecipe = {kind = "synthetic", size = 256, input_shape = {1, 8, 8}, classes = 4, seed = 3}
+  local rdata = vt.game.data(rrecipe)
+  local function rspec(round, steps)
+    return vt.spec{model = vt.models.resnet{depth = 18, width = 4, in_channels = 1, classes = 4}, data = rdata,
+                   optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}, batch = 8, steps = steps, seed = 1,
+                   checkpoint_every = 3, round = round}
+  end
+  local c = vt.calibrate{spec = rspec({bits = 32, band = 0.25}, 3), data = rdata, profiles = {"native", "splitk4"}, steps = 3}
+  T.assert_eq(c.replay_problems, 0)
+  -- The windows first (what the trainer logs), then why each boundary got its window.
+  local running, quiet, optimizer = 0, 0, 0
+  for name, b in pairs(c.boundaries) do
+    local w = c.round.boundaries[name]
+    if name:match("%.running_%a+:update$") then
+      running = running + 1
+      T.assert_true(w.alpha >= 2 ^ -48, name .. ": alpha " .. w.alpha)
+      if b.differ == 0 then quiet = quiet + 1 end
+    elseif b.kind == "update" then
+      -- Parameter updates and momentum (batch-norm weights and biases included) stay exact.
+      optimizer = optimizer + 1
+      T.assert_eq(w, {band = 0, alpha = 0}, name)
+    end
+  end
+  for name, b in pairs(c.boundaries) do
+    local w = c.round.boundaries[name]
+    if name:match("%.running_%a+:update$") then
+      T.assert_eq(b.kind, "update")
+      T.assert_false(b.exact_by_construction, name)
+      if b.differ == 0 then
+        T.assert_eq(b.reason, "floor", name)
+        T.assert_eq(w, {band = 0, alpha = 2 ^ -48})
+      end
+    elseif b.kind == "update" then
+      T.assert_true(b.exact_by_construction, name)
+      T.assert_eq(b.reason, "exact", name)
+    end
+  end
+  T.assert_eq(running, 40)
+  T.assert_true(quiet > 0, "some running statistics showed no divergence (the case under test)")
+  T.assert_eq(optimizer, 2 * 62)  -- 62 parameters: update and momentum
+  T.assert_true(c.boundaries["bn1.weight:update"].exact_by_construction)
+  -- The windows are valid ones: an auditor on the other profile replays to the same root.
+  local calibrated = rspec(c.round, 6)
+  local t = vt.trainer{spec = calibrated, data = rdata, store = vt.store.open(tmp .. "/bn-t")}
+  local r = t:run{progress = false}
+  local a = vt.auditor{spec = calibrated, data = rdata, logs = t, profile = "splitk4", store = vt.store.open(tmp .. "/bn-a")}
+  local ra = a:run{progress = false}
+  T.assert_eq(ra.root, r.root)
+  T.assert_eq(ra.illegitimate, 0)
 end)
 
 s:test("two passes (update-kind boundaries apart) measure the same windows", function()
