@@ -357,14 +357,15 @@ int TrainerNew(lua_State* L) {
   lua_getfield(L, 1, "deviate");
   if (!lua_isnil(L, -1)) {
     const int t = lua_gettop(L);
-    if (!lua_istable(L, t)) Fail(L, api, "option 'deviate' must be a table {kind=, from_step=, amount=, target=}");
-    CheckOptions(L, t, "vt.trainer deviate", {"kind", "from_step", "amount", "target"});
+    if (!lua_istable(L, t)) Fail(L, api, "option 'deviate' must be a table {kind=, from_step=, to_step=, amount=, target=}");
+    CheckOptions(L, t, "vt.trainer deviate", {"kind", "from_step", "to_step", "amount", "target"});
     std::string kind = OptString(L, t, api, "kind").value_or("none");
     Protect(L, api, [&] {
       o.deviation.kind = train::Deviation::ParseKind(kind);
       return 0;
     });
     o.deviation.from_step = OptInteger(L, t, api, "from_step").value_or(1);
+    o.deviation.to_step = OptInteger(L, t, api, "to_step").value_or(0);
     o.deviation.amount = OptNumber(L, t, api, "amount").value_or(0.0);
     o.deviation.target = OptInteger(L, t, api, "target").value_or(0);
   }
@@ -459,6 +460,9 @@ void SetCounts(lua_State* L, const Counts& c) {
   SetNumbers(L, {{"elements", static_cast<double>(c.elements)},
                  {"logged", static_cast<double>(c.logged)},
                  {"exact", static_cast<double>(c.exact)},
+                 {"steerable", static_cast<double>(c.steerable)},
+                 {"steered", static_cast<double>(c.steered)},
+                 {"steered_unlogged", static_cast<double>(c.steered_unlogged)},
                  {"corrections", static_cast<double>(c.corrections)},
                  {"illegitimate", static_cast<double>(c.illegitimate)},
                  {"near_misses", static_cast<double>(c.near_misses)}});

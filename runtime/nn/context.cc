@@ -7,6 +7,7 @@
 #include "runtime/common/error.h"
 #include "runtime/precision/divergence.h"
 #include "runtime/precision/round.h"
+#include "runtime/precision/window.h"
 #include "store/crc32c.h"
 
 namespace vt::nn {
@@ -110,11 +111,21 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
   }
   if (compare_ != nullptr) Compare(boundary, call, input);
   // A tensor the caller hands over is rounded in its own storage: no allocation, and no
-  // second pass over fresh memory. (Steering needs the input after rounding.)
-  const bool in_place = owned && input.is_same(x) && x.is_contiguous() && steer_ == 0;
+  // second pass over fresh memory. (Tampering needs the input after rounding.)
+  const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
+  const bool in_place = owned && input.is_same(x) && x.is_contiguous() && !tampers;
+  int64_t steerable = 0;  // the trainer's own estimate (RoundStats::steerable)
+  double scale = 0.0;     // max |x| when alpha > 0 (RoundStats::scale)
   auto round = [&](precision::LogRecord* record) {
-    if (!in_place) return precision::Round(input, options, record, where).rounded;
-    precision::RoundInto(input, input, options, record, where);
+    if (!in_place) {
+      precision::RoundResult r = precision::Round(input, options, record, where);
+      steerable = r.stats.steerable;
+      scale = r.stats.scale;
+      return r.rounded;
+    }
+    const precision::RoundStats stats = precision::RoundInto(input, input, options, record, where);
+    steerable = stats.steerable;
+    scale = stats.scale;
     return input;
   };
   switch (mode_) {
@@ -122,21 +133,18 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
       return round(nullptr).view(x.sizes());
     case Mode::kLog: {
       precision::LogRecord& record = (*log_)[{boundary, call}];
-      if (w.band == 0.0 && w.alpha == 0.0) {
-        // An exact boundary (calibrated: no divergence between machines): round to nearest,
-        // ties to even, and log nothing, so ties are not steerable either.
-        at::Tensor rounded = round(nullptr);
-        record.ResetToNone(input.numel());
-        Trace(boundary, call, rounded);
-        return rounded.view(x.sizes());
-      }
-      precision::RoundResult r;
-      r.rounded = round(&record);
-      if (steer_ > 0 && KindOf(boundary) == BoundaryKind::kUpdate) Steer(input, &r.rounded, &record);
+      // An exact boundary (calibrated: no divergence between machines) rounds to nearest,
+      // ties to even, and logs nothing, so ties are not steerable either.
+      const bool exact_boundary = w.band == 0.0 && w.alpha == 0.0;
+      at::Tensor rounded = round(exact_boundary ? nullptr : &record);
+      if (exact_boundary) record.ResetToNone(input.numel());
+      // A tampering trainer ignores that rule too (its entries there are illegitimate).
+      if (tampers) ApplyTamper(input, options, scale, &rounded, &record, &s);
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
-      Trace(boundary, call, r.rounded);
-      return r.rounded.view(x.sizes());
+      s.steerable += steerable;
+      Trace(boundary, call, rounded);
+      return rounded.view(x.sizes());
     }
     case Mode::kReplay: {
       auto it = log_->find({boundary, call});
@@ -163,6 +171,7 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
       s.corrections += r.report.corrections;
       s.illegitimate += r.report.illegitimate;
       s.near_misses += r.report.near_misses;
+      s.steerable += r.report.steerable;
       Trace(boundary, call, r.rounded);
       return r.rounded.view(x.sizes());
     }
@@ -253,27 +262,93 @@ void StepContext::Finish() {
   }
 }
 
-void StepContext::Steer(const at::Tensor& input, at::Tensor* rounded, precision::LogRecord* record) const {
+bool StepContext::Tampers(const std::string& boundary) const {
+  switch (tamper_.kind) {
+    case Tamper::Kind::kNone:
+      return false;
+    case Tamper::Kind::kSteer:
+      return KindOf(boundary) == BoundaryKind::kUpdate;
+    default:
+      return true;
+  }
+}
+
+void StepContext::ApplyTamper(const at::Tensor& input, const precision::RoundOptions& options, double scale,
+                              at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const {
+  using precision::LogState;
   const at::Tensor x = input.contiguous();
-  const int bits = windows_->BitsFor("x:update");
-  precision::GridResult grid = precision::Grid(x, bits);
+  const precision::KernelParams p = precision::MakeKernelParams(options, scale);
   const double* xv = x.data_ptr<double>();
-  const double* lo = grid.lo.data_ptr<double>();
-  const double* hi = grid.hi.data_ptr<double>();
   double* out = rounded->data_ptr<double>();
   std::vector<uint8_t> states(record->states(), record->states() + record->size());
-  int64_t flipped = 0;
-  for (int64_t i = 0; i < x.numel() && flipped < steer_; ++i) {
-    const double spacing = hi[i] - lo[i];
-    if (states[i] != 0 || spacing == 0.0 || std::fabs(hi[i]) >= 0x1p128 || std::fabs(lo[i]) >= 0x1p128) continue;
-    const double mid = lo[i] + spacing / 2;
-    if (std::fabs(xv[i] - mid) <= 0.375 * spacing) continue;
-    const bool was_low = out[i] == lo[i];
-    out[i] = was_low ? hi[i] : lo[i];
-    states[i] = static_cast<uint8_t>(was_low ? precision::LogState::kUp : precision::LogState::kDown);
-    ++flipped;
+  std::vector<precision::ExactEntry> exact = record->exact();  // sorted by position
+  const size_t honest_exact = exact.size();
+  size_t cursor = 0;  // into the honest EXACT entries
+  int64_t changed = 0, unlogged = 0;
+  for (int64_t i = 0; i < x.numel() && (tamper_.count == 0 || changed < tamper_.count); ++i) {
+    const uint8_t st = states[i];
+    if (st != 0 && tamper_.kind != Tamper::Kind::kFlipWithin) continue;  // logged: left as written
+    const double a = std::fabs(xv[i]);
+    const precision::Cell c = precision::CellOf(a, p.k);
+    if (!(c.r < precision::kFp32Overflow)) continue;
+    if (c.on_grid && tamper_.kind != Tamper::Kind::kFlipWithin) continue;
+    // The neighbour rnd_b did not pick; on the grid, the next grid value away from zero.
+    const double other = c.on_grid ? a + c.g : c.up ? c.r - c.g : c.r + c.g;
+    if (!(other < precision::kFp32Overflow)) continue;
+    const double v = std::signbit(xv[i]) ? -other : other;
+    const double d = std::fabs(a - c.mid);
+    const double w = precision::Window(p.band, c.g, p.alpha_scale);
+    bool as_exact = false;
+    switch (tamper_.kind) {
+      case Tamper::Kind::kSteer:
+        if (!(d > 0.375 * c.g)) continue;
+        break;
+      case Tamper::Kind::kForgeExact: {
+        if (!(d > 0.375 * c.g)) continue;
+        const precision::ExactTolerance tol = precision::ExactToleranceAt(a, w, p.k, p.band, p.alpha_scale);
+        const double low = a - tol.t;
+        const double g_low = 0.5 * precision::SpacingAt(low > 0.0 ? low : 0.0, p.k);
+        const bool never_exact = !(precision::Window(p.band, g_low, p.alpha_scale) > 0.25 * g_low);
+        if (!(tol.t < 0.1875 * c.g || never_exact)) continue;
+        as_exact = true;
+        break;
+      }
+      case Tamper::Kind::kFlipWithin: {
+        // A zero window (an exact boundary) accepts no entry at all, ties included.
+        if (!(w > 0.0)) continue;
+        const bool direction =
+            !c.on_grid && w <= 0.25 * c.g && d <= 1.5 * w && st != static_cast<uint8_t>(LogState::kExact);
+        if (!direction) {
+          const float vf = static_cast<float>(v);
+          const double margin = 0.5 * w;
+          const bool legitimate = precision::ExactLegitimate(xv[i], vf, p.k, p.band, p.alpha_scale) &&
+                                  precision::ExactLegitimate(xv[i] - margin, vf, p.k, p.band, p.alpha_scale) &&
+                                  precision::ExactLegitimate(xv[i] + margin, vf, p.k, p.band, p.alpha_scale);
+          if (!legitimate) continue;
+          as_exact = true;
+        }
+        break;
+      }
+      case Tamper::Kind::kNone:
+        return;
+    }
+    if (st == static_cast<uint8_t>(LogState::kExact)) {
+      while (cursor < honest_exact && exact[cursor].position < i) ++cursor;
+      if (cursor == honest_exact || exact[cursor].position != i) continue;  // (records keep them sorted)
+      exact[cursor].fp32_bits = precision::FloatBits(static_cast<float>(v));  // the honest entry, overwritten
+    } else if (as_exact) {
+      states[i] = static_cast<uint8_t>(LogState::kExact);
+      exact.push_back({i, precision::FloatBits(static_cast<float>(v))});
+    } else {
+      states[i] = static_cast<uint8_t>(v > out[i] ? LogState::kUp : LogState::kDown);
+    }
+    out[i] = v;
+    ++changed;
+    unlogged += st == 0;
   }
-  if (flipped > 0) *record = precision::LogRecord::FromStates(std::move(states), record->exact());
+  if (changed > 0) *record = precision::LogRecord::FromStates(std::move(states), std::move(exact));
+  stats->steered += changed;
+  stats->steered_unlogged += unlogged;
 }
 
 StepContext::Scope::Scope(StepContext* context) : previous_(g_current) { g_current = context; }

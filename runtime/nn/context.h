@@ -28,6 +28,10 @@
 
 #include "runtime/precision/log_record.h"
 
+namespace vt::precision {
+struct RoundOptions;
+}
+
 namespace vt::nn {
 
 enum class Mode { kFp32, kFp64, kRounded, kLog, kReplay };
@@ -83,6 +87,40 @@ struct BoundaryStats {
   int64_t corrections = 0;   // replay only (ROUNDING.md)
   int64_t illegitimate = 0;  // replay only
   int64_t near_misses = 0;   // replay only
+  // Values whose rounding the trainer could have chosen either way and still passed the
+  // replay's checks (ROUNDING.md "steerable"; logged or not): counted by the auditor
+  // against its own values, estimated by the trainer against its own.
+  int64_t steerable = 0;
+  // Trainer only: values a tampering trainer (Tamper) rounded against the honest rule, and
+  // among them those an honest trainer would have left unlogged (NONE).
+  int64_t steered = 0;
+  int64_t steered_unlogged = 0;
+};
+
+// How a dishonest trainer tampers with its own roundings, for the verification game's
+// scenarios only (train/deviation.h). Logging mode only. Every tampered value is rounded to
+// the b-grid neighbour that rnd_b did not pick (the other end of its cell; for a value on
+// the grid, kFlipWithin only, the next grid value away from zero), and the record says so.
+// With the trainer's own value x, window w, spacing g and d = |x - mid|:
+//   kSteer       update-kind boundaries, exact ones included: unlogged values with
+//                d > 3/8 g, logged DOWN/UP as if inside the window.
+//   kForgeExact  every boundary: unlogged values with d > 3/8 g where no EXACT entry can be
+//                legitimate (the auditor's tolerance t of window.h ExactTolerance is below
+//                d/2, or its window admits EXACT nowhere near x even one binade lower),
+//                logged EXACT with the other neighbour.
+//   kFlipWithin  every boundary: every value the trainer can round the other way with a
+//                legitimate entry (ROUNDING.md "steerable"), with a margin for the auditor's
+//                own values. Where w <= g/4: d <= 1.5 w (logged DOWN/UP reversed; unlogged
+//                values with w < d <= 1.5 w logged in the other direction; the replay
+//                accepts d up to 2w). Elsewhere, values on the grid included (such as the
+//                exact zeros of a ReLU's gradient): an EXACT entry with the other neighbour
+//                (replacing an honest EXACT value, or new) when ExactLegitimate holds at x
+//                and at x -+ w/2. The steering ROUNDING.md admits by design; the replay's
+//                `steerable` count bounds it.
+struct Tamper {
+  enum class Kind { kNone, kSteer, kForgeExact, kFlipWithin };
+  Kind kind = Kind::kNone;
+  int64_t count = 0;  // at most this many values per boundary call; 0: no limit
 };
 
 using RecordKey = std::pair<std::string, int32_t>;  // (boundary, call)
@@ -144,10 +182,9 @@ class StepContext {
   int64_t log_mismatches() const { return log_mismatches_; }
   const std::string& first_log_mismatch() const { return first_log_mismatch_; }
 
-  // Logging, for the game's steering scenario only (train/deviation.h): in every update-kind
-  // boundary call, up to `count` values far from any midpoint (|x - mid| > 3/8 spacing) are
-  // rounded the other way and logged as DOWN/UP, as if they had been inside the window.
-  void set_steer(int64_t count) { steer_ = count; }
+  // Logging, for the game's cheating scenarios only (train/deviation.h): from now on in this
+  // step, roundings are tampered with as `tamper` says; stats().steered counts the values.
+  void set_tamper(Tamper tamper) { tamper_ = tamper; }
 
   // Calibration: keep a copy of every boundary call's FP64 input (before rounding) in
   // `*capture`, keyed by (boundary, call), for the boundary kinds in `kinds` (bit 1 << kind;
@@ -192,7 +229,7 @@ class StepContext {
   std::string divergence_;
   int64_t log_mismatches_ = 0;
   std::string first_log_mismatch_;
-  int64_t steer_ = 0;
+  Tamper tamper_;
   std::map<RecordKey, at::Tensor>* capture_ = nullptr;
   unsigned capture_kinds_ = 0xF;
   const std::map<RecordKey, at::Tensor>* compare_ = nullptr;
@@ -200,7 +237,10 @@ class StepContext {
   void Compare(const std::string& boundary, int32_t call, const at::Tensor& input);
 
   void Mismatch(const std::string& what);
-  void Steer(const at::Tensor& x, at::Tensor* rounded, precision::LogRecord* record) const;
+  bool Tampers(const std::string& boundary) const;
+  // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).
+  void ApplyTamper(const at::Tensor& x, const precision::RoundOptions& options, double scale,
+                   at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);

@@ -36,8 +36,9 @@ VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double
     // padding and empty sums, which every honest party computes as zero too
     // (docs/ROUNDING.md, "Zeros").
     const bool other = exact_window & (LowerMidDistance(a, c, k) < w) & (a != 0.0);
+    // A zero window (an exact boundary) logs nothing: ties go to even.
     const uint64_t logged =
-        static_cast<uint64_t>((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other);
+        static_cast<uint64_t>(((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other) & (w > 0.0));
     const uint64_t exact = static_cast<uint64_t>(exact_window);
     *steerable += static_cast<int64_t>(Steerable(a, c, w, k, band, alpha_scale));
     // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
@@ -118,7 +119,7 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
   // for the two parties' scales) is no entry an honest trainer writes either.
   const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2)) |
-                   (w > 0.5 * c.g);
+                   (w > 0.5 * c.g) | (w == 0.0);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
   *illegitimate += static_cast<int64_t>(is_dir & far);
   *near_misses += static_cast<int64_t>((st == 0) & near);

@@ -105,7 +105,9 @@ VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const Kerne
   // Exact zeros are exempt (kernels.cc RoundOne).
   const __mmask8 nonzero = _mm512_cmp_pd_mask(l.a, _mm512_setzero_pd(), _CMP_NEQ_OQ);
   r.other = static_cast<__mmask8>(exact_window & nonzero & _mm512_cmp_pd_mask(lower_mid, w, _CMP_LT_OQ));
-  r.too_wide = _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.5), l.g), _CMP_GT_OQ);
+  // Too wide for a direction (w > g/2), or a zero window, where an honest trainer logs nothing.
+  r.too_wide = static_cast<__mmask8>(_mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.5), l.g), _CMP_GT_OQ) |
+                                     _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ));
   // ExactToleranceAt.
   const __m512d top = _mm512_min_pd(_mm512_add_pd(l.a, _mm512_mul_pd(_mm512_set1_pd(2.0), w)), _mm512_set1_pd(0x1p127));
   const __m512d t = _mm512_mul_pd(_mm512_set1_pd(2.0), Window8(band, SpacingAt8(top, k_minus_23), alpha_scale));
@@ -166,12 +168,14 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, doubl
     in = InWindow8(l, w);
     in2 = InWindow8(l, w2);
   }
-  __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & valid);
-  __mmask8 steer = static_cast<__mmask8>(~l.on_grid & in2 & valid);
+  // A zero window (an exact boundary) logs nothing and leaves nothing to steer.
+  const __mmask8 open = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_GT_OQ);
+  __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & open & valid);
+  __mmask8 steer = static_cast<__mmask8>(~l.on_grid & in2 & open & valid);
   if (kShape != Shape::kRelative) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
       const Wide wide = Wide8(l, w, in2, p, k_minus_23);
-      logged = static_cast<__mmask8>((logged | wide.other) & valid);
+      logged = static_cast<__mmask8>((logged | wide.other) & open & valid);
       steer = static_cast<__mmask8>(wide.steerable & valid);
     }
   }
@@ -280,7 +284,9 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
     far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
     near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
   }
-  __mmask8 steer = static_cast<__mmask8>(off & in2 & valid);
+  const __mmask8 shut = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);  // zero window
+  far |= shut;
+  __mmask8 steer = static_cast<__mmask8>(off & in2 & ~shut & valid);
   if (kShape != Shape::kRelative || p.band > 0.25) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
       const Wide wide = Wide8(l, w, in2, p, k_minus_23);

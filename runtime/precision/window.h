@@ -165,7 +165,7 @@ VT_PRECISION_INLINE ExactTolerance ExactToleranceAt(double a, double w, uint64_t
 VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k, double band,
                                    double alpha_scale) {
   const bool off = !c.on_grid;
-  const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g);
+  const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g) & (w > 0.0);
   const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
   const bool near_mid = (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
   return dir_ok | (tol.eligible & near_mid);

@@ -12,7 +12,8 @@ const std::vector<std::pair<Deviation::Kind, std::string>>& Kinds() {
       {Deviation::Kind::kNone, "none"},   {Deviation::Kind::kLabels, "labels"},
       {Deviation::Kind::kTrigger, "trigger"}, {Deviation::Kind::kLazy, "lazy"},
       {Deviation::Kind::kLr, "lr"},       {Deviation::Kind::kWeightDecay, "weight_decay"},
-      {Deviation::Kind::kSteer, "steer"},
+      {Deviation::Kind::kSteer, "steer"}, {Deviation::Kind::kForgeExact, "forge_exact"},
+      {Deviation::Kind::kFlipWithin, "flip_within"}, {Deviation::Kind::kReplaceExample, "replace_example"},
   };
   return kinds;
 }
@@ -45,6 +46,10 @@ std::vector<std::string> Deviation::KindNames() {
 
 void Deviation::Validate(const data::Dataset& data) const {
   if (from_step < 1) throw Error("deviation from_step must be >= 1, got " + std::to_string(from_step));
+  if (to_step != 0 && to_step < from_step) {
+    throw Error("deviation to_step must be >= from_step (" + std::to_string(from_step) + ") or 0, got " +
+                std::to_string(to_step));
+  }
   if (!(amount >= 0.0)) throw Error("deviation amount must be >= 0, got " + std::to_string(amount));
   if (kind == Kind::kTrigger) {
     const auto shape = data.input_shape();
@@ -56,20 +61,26 @@ void Deviation::Validate(const data::Dataset& data) const {
                   std::to_string(target));
     }
   }
-  if (kind == Kind::kSteer && amount != 0.0 && amount != static_cast<double>(static_cast<int64_t>(amount))) {
-    throw Error("steer amount (values per update call) must be an integer, got " + std::to_string(amount));
+  const bool counts = kind == Kind::kSteer || kind == Kind::kForgeExact || kind == Kind::kFlipWithin;
+  if (counts && amount != 0.0 && amount != static_cast<double>(static_cast<int64_t>(amount))) {
+    throw Error(KindName(kind) + " amount (values per boundary call) must be an integer, got " + std::to_string(amount));
+  }
+  if (kind == Kind::kReplaceExample && data.size() < 2) {
+    throw Error("replacing an example needs a data set of two or more examples; '" + data.name() + "' has " +
+                std::to_string(data.size()));
   }
 }
 
 std::string Deviation::Describe() const {
   if (kind == Kind::kNone) return "none";
+  if (to_step != 0) return KindName(kind) + " at steps " + std::to_string(from_step) + ".." + std::to_string(to_step);
   return KindName(kind) + " from step " + std::to_string(from_step);
 }
 
-void Deviation::ApplyToBatch(int64_t step, int64_t classes, data::Batch* batch) const {
+void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data, data::Batch* batch) const {
   if (!Active(step)) return;
   if (kind == Kind::kLabels) {
-    batch->targets = (batch->targets + 1).remainder(classes);
+    batch->targets = (batch->targets + 1).remainder(data.classes());
   } else if (kind == Kind::kTrigger) {
     at::Tensor x = batch->inputs.clone();
     at::Tensor y = batch->targets.clone();
@@ -81,7 +92,36 @@ void Deviation::ApplyToBatch(int64_t step, int64_t classes, data::Batch* batch) 
     }
     batch->inputs = x;
     batch->targets = y;
+  } else if (kind == Kind::kReplaceExample) {
+    // Position and replacement from the step (a fixed odd multiplier spreads them); the
+    // first candidate that differs from the example it replaces (input or target).
+    at::Tensor x = batch->inputs.clone();
+    at::Tensor y = batch->targets.clone();
+    const int64_t n = data.size();
+    const uint64_t h = static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull;
+    const int64_t position = static_cast<int64_t>((h >> 32) % static_cast<uint64_t>(x.size(0)));
+    for (int64_t tries = 0; tries < n; ++tries) {
+      const int64_t index = static_cast<int64_t>((h + static_cast<uint64_t>(tries)) % static_cast<uint64_t>(n));
+      data::Batch example = data.Get({index}, seed, 0);
+      if (at::equal(example.inputs[0].to(x.scalar_type()), x[position]) && at::equal(example.targets[0], y[position])) {
+        continue;
+      }
+      x[position].copy_(example.inputs[0]);
+      y[position].copy_(example.targets[0]);
+      break;
+    }
+    batch->inputs = x;
+    batch->targets = y;
   }
+}
+
+nn::Tamper Deviation::TamperAt(int64_t step) const {
+  nn::Tamper t;
+  if (!Active(step)) return t;
+  if (kind == Kind::kSteer) t = {nn::Tamper::Kind::kSteer, static_cast<int64_t>(AmountOr(4.0))};
+  if (kind == Kind::kForgeExact) t = {nn::Tamper::Kind::kForgeExact, static_cast<int64_t>(AmountOr(1.0))};
+  if (kind == Kind::kFlipWithin) t = {nn::Tamper::Kind::kFlipWithin, static_cast<int64_t>(amount)};
+  return t;
 }
 
 optim::OptimizerConfig Deviation::OptimizerAt(int64_t step, const optim::OptimizerConfig& honest) const {

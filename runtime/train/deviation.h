@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/data/dataset.h"
+#include "runtime/nn/context.h"
 #include "runtime/optim/optimizer.h"
 
 namespace vt::train {
@@ -25,26 +26,42 @@ struct Deviation {
     kWeightDecay,  // weight decay becomes `amount` (default 0.1)
     kSteer,        // `amount` (default 4) values per update boundary call, far from any midpoint,
                    // are rounded the other way and logged as if they were in the window
+                   // (exact boundaries included; nn::Tamper)
+    kForgeExact,   // `amount` (default 1) values per boundary call of every kind, far from any
+                   // midpoint, are rounded the other way and logged EXACT with that value
+    kFlipWithin,   // at every boundary, every value that can be rounded the other way with a
+                   // legitimate entry is: logged entries reversed, and unlogged values just
+                   // outside the window (w < |x - mid| <= 1.5 w) newly logged; `amount` per
+                   // call (default 0: all)
+    kReplaceExample,  // one example of each deviating step's batch is replaced by another
+                      // example of the data set (position and replacement fixed by the step)
   };
   Kind kind = Kind::kNone;
   int64_t from_step = 1;  // first step that deviates (>= 1)
+  int64_t to_step = 0;    // last step that deviates (>= from_step); 0: every step from from_step on
   double amount = 0.0;    // 0 takes the kind's default
   int64_t target = 0;     // kTrigger: the label the patch is meant to teach
 
-  bool Active(int64_t step) const { return kind != Kind::kNone && step >= from_step; }
+  bool Active(int64_t step) const {
+    return kind != Kind::kNone && step >= from_step && (to_step == 0 || step <= to_step);
+  }
   double AmountOr(double fallback) const { return amount != 0.0 ? amount : fallback; }
 
-  // "none", "labels", "trigger", "lazy", "lr", "weight_decay", "steer"; Parse throws
-  // vt::Error listing them.
+  // "none", "labels", "trigger", "lazy", "lr", "weight_decay", "steer", "forge_exact",
+  // "flip_within", "replace_example"; Parse throws vt::Error listing them.
   static Kind ParseKind(const std::string& name);
   static std::string KindName(Kind kind);
   static std::vector<std::string> KindNames();
-  // Throws vt::Error for from_step < 1, a negative amount, or a trigger on non-image data.
+  // Throws vt::Error for from_step < 1, to_step in [1, from_step), a negative amount, a
+  // fractional count, a trigger on non-image data or a replacement in a one-example data set.
   void Validate(const data::Dataset& data) const;
-  std::string Describe() const;  // "labels from step 25"
+  std::string Describe() const;  // "labels from step 25", "lr at steps 25..25"
 
-  // Applies the data deviations (labels, trigger) to a batch of `step` in place.
-  void ApplyToBatch(int64_t step, int64_t classes, data::Batch* batch) const;
+  // Applies the data deviations (labels, trigger, replace_example) to the batch of `step`
+  // (from `data` under `seed`) in place.
+  void ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data, data::Batch* batch) const;
+  // The roundings of `step` (steer, forge_exact, flip_within): kNone for the other kinds.
+  nn::Tamper TamperAt(int64_t step) const;
   // The optimizer settings of `step`: `honest` or the deviating ones.
   optim::OptimizerConfig OptimizerAt(int64_t step, const optim::OptimizerConfig& honest) const;
   // Whether the update of `step` is skipped (kLazy).

@@ -15,7 +15,11 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
   context.set_seed(seed);
   model.Train(true);
   data::Batch b = data::StepBatch(data, seed, batch, step);
-  if (deviation != nullptr) deviation->ApplyToBatch(step, data.classes(), &b);
+  if (deviation != nullptr) deviation->ApplyToBatch(step, seed, data, &b);
+  // Tampering with roundings: forge_exact and flip_within from the step's first boundary on;
+  // steer only in the optimizer update (set below).
+  const nn::Tamper tamper = deviation != nullptr ? deviation->TamperAt(step) : nn::Tamper{};
+  if (tamper.kind != nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
   at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
   at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);
   const double loss_value = loss.item<double>();
@@ -28,9 +32,7 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
     if (p->grad().defined()) context.ApplyInPlace(name + ":grad", &p->mutable_grad());
   }
   // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
-  if (deviation != nullptr && deviation->kind == Deviation::Kind::kSteer && deviation->Active(step)) {
-    context.set_steer(static_cast<int64_t>(deviation->AmountOr(4.0)));
-  }
+  if (tamper.kind == nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
   if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
   context.Finish();
   return {loss_value, batch};

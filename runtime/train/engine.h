@@ -24,8 +24,8 @@ struct StepResult {
 // Runs step `step` (1-based) of a run with `seed` and `batch` examples per step, updating
 // `model` and `optimizer` in place. `context` decides the mode (it is installed for the
 // duration of the call). `deviation` (a dishonest trainer's, for the game's scenarios) changes
-// the batch, steers update roundings or skips the update (a deviating optimizer setting is the
-// caller's to set); null or kNone is the honest step.
+// the batch, tampers with roundings (nn::Tamper) or skips the update (a deviating optimizer
+// setting is the caller's to set); null or kNone is the honest step.
 // Throws vt::Error (e.g. NaN loss).
 StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::Dataset& data,
                      uint64_t seed, int64_t batch, int64_t step, nn::StepContext& context,

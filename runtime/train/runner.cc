@@ -32,6 +32,9 @@ void StepReport::AddCounts(const StepReport& o) {
   elements += o.elements;
   logged += o.logged;
   exact += o.exact;
+  steerable += o.steerable;
+  steered += o.steered;
+  steered_unlogged += o.steered_unlogged;
   corrections += o.corrections;
   illegitimate += o.illegitimate;
   near_misses += o.near_misses;
@@ -139,6 +142,9 @@ StepReport Runner::Step() {
     part.elements = s.elements;
     part.logged = s.logged;
     part.exact = s.exact;
+    part.steerable = s.steerable;
+    part.steered = s.steered;
+    part.steered_unlogged = s.steered_unlogged;
     part.corrections = s.corrections;
     part.illegitimate = s.illegitimate;
     part.near_misses = s.near_misses;

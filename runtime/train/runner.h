@@ -54,8 +54,13 @@ struct StepReport {
   int64_t step = 0;
   double loss = 0.0;
   int64_t elements = 0;   // values rounded in the step
-  int64_t logged = 0;     // logged (steerable) entries
+  int64_t logged = 0;     // logged entries (DOWN, UP, EXACT)
   int64_t exact = 0;
+  // Values the trainer could have rounded either way unflagged (nn::BoundaryStats): the
+  // trainer's real room to steer, logged or not. The auditor's count is authoritative.
+  int64_t steerable = 0;
+  int64_t steered = 0;  // trainer only: values a deviating trainer tampered with (nn::Tamper)
+  int64_t steered_unlogged = 0;  // among them, values an honest trainer leaves unlogged
   int64_t corrections = 0, illegitimate = 0, near_misses = 0;  // auditor only
   int64_t log_bytes = 0;  // encoded record bytes committed for the step
   bool checkpoint = false;
@@ -73,8 +78,8 @@ struct StepReport {
   // After Runner::CompareNextStep: per boundary, the divergence from the reference's inputs.
   std::map<std::string, nn::DivergenceStats> divergence_stats;
 
-  // Adds the counts of `other` (elements, logged, exact, corrections, illegitimate,
-  // near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for
+  // Adds the counts of `other` (elements, logged, exact, steerable, steered(_unlogged), corrections,
+  // illegitimate, near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for
   // totals over steps.
   void AddCounts(const StepReport& other);
 };

@@ -41,6 +41,10 @@ local auditor = vt.auditor{spec = spec, data = data, logs = trainer, profile = "
 local r = auditor:run()
 print(string.format("auditor on 'splitk4': %d corrections copied from the log, %d illegitimate entries, %d near misses",
                     r.corrections, r.illegitimate, r.near_misses))
+-- The trainer's real room: values it could have rounded either way and still passed these
+-- checks, logged or not (docs/ROUNDING.md, "Steerable values").
+print(string.format("steerable: %.2f%% of the rounded values (%d logged); under the paper's window it would be every off-grid value",
+                    100 * r.steerable / r.elements, r.logged))
 print("trainer root: " .. t.root)
 print("auditor root: " .. r.root)
 if t.root ~= r.root then

@@ -316,6 +316,14 @@ end
 --   refuse = {type = true}      refuse these requests ("logs", "leaf", "handover", "weights")
 --   delay = {type = seconds}    answer late
 --   rewrite_logs = {step = s}   disclose step s's records with one logged direction flipped
+--   withhold_record = {step = s}  disclose step s without one of its records (the first
+--                               that holds a logged entry)
+--   replay_record = {step = s, from = t}  disclose step s with one record (the first whose
+--                               bytes differ) replaced by step t's record of the same boundary
+--                               and call
+--   leaves_from = run           answer every `leaf` request (bisection, judge) from another
+--                               run's tree (a store run object, e.g. the honest run's): leaves
+--                               and proofs inconsistent with the commitment
 --   substitute_weights = true   return other weights than the last leaf's
 local Trainer = setmetatable({}, {__index = Party})
 Trainer.__index = Trainer
@@ -361,16 +369,38 @@ function Trainer:steps_of(leaf)
         if flipped then r.value = flipped break end
       end
     end
+    local withhold = self.behaviour.withhold_record
+    if withhold and withhold.step == s then
+      local chosen
+      for i, r in ipairs(records) do
+        if r.boundary ~= "~trace" then
+          local c = vt.log.decode(r.value):counts()
+          if chosen == nil or c.down + c.up + c.exact > 0 then chosen = i end
+          if c.down + c.up + c.exact > 0 then break end
+        end
+      end
+      if chosen then table.remove(records, chosen) end
+    end
+    local replay = self.behaviour.replay_record
+    if replay and replay.step == s then
+      local other = {}
+      for _, r in ipairs(self.run:step(replay.from)) do other[r.boundary .. "#" .. r.call] = r.value end
+      for _, r in ipairs(records) do
+        local v = r.boundary ~= "~trace" and other[r.boundary .. "#" .. r.call]
+        if v and v ~= r.value then r.value = v break end
+      end
+    end
     steps[#steps + 1] = {step = s, records = records}
   end
   return steps
 end
 
-function Trainer:leaf_message(i)
-  local info = self.run:leaf_info(i)
-  if info == nil then error("no leaf " .. tostring(i) .. " (the run has " .. self.run:size() .. ")") end
+function Trainer:leaf_message(i, run)
+  run = run or self.run
+  local info = run:leaf_info(i)
+  if info == nil then error("no leaf " .. tostring(i) .. " (the run has " .. run:size() .. ")") end
   return {index = i, leaf = info.leaf, state_digest = info.state_digest, log_digest = info.log_digest,
-          proof = self.run:prove(i)}
+          proof = run:prove(i)}
 end
 
 function Trainer:on_logs(body)
@@ -378,10 +408,11 @@ function Trainer:on_logs(body)
 end
 
 function Trainer:on_leaf(body)
-  local m = self:leaf_message(body.index)
-  local n = self.run:size()
-  m.prefix_root = self.run:root(body.index + 1)
-  m.consistency = self.run:consistency(body.index + 1, n)
+  local run = self.behaviour.leaves_from or self.run
+  local m = self:leaf_message(body.index, run)
+  local n = run:size()
+  m.prefix_root = run:root(body.index + 1)
+  m.consistency = run:consistency(body.index + 1, n)
   return m
 end
 
@@ -471,7 +502,9 @@ function Auditor:on_audit(body)
   self.runner = vt.auditor{spec = spec, data = self.data, store = self.store, run = body.game or "game",
                            profile = self.profile, logs = "given"}
   self.run = self.store:run(body.game or "game")
-  local totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0, steps = 0}
+  local totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
+                  steerable = 0, steps = 0}
+  local per_step = {}  -- {step, logged, steerable, illegitimate} of every replayed step
   local evidence
   local t0 = vt.clock()
   for leaf = 1, body.n_leaves - 1 do
@@ -496,6 +529,8 @@ function Auditor:on_audit(body)
         end
         for key in pairs(totals) do totals[key] = totals[key] + (report[key] or 0) end
         totals.steps = totals.steps + 1
+        per_step[#per_step + 1] = {step = s.step, logged = report.logged, steerable = report.steerable,
+                                   illegitimate = report.illegitimate}
         if evidence == nil and (report.illegitimate > 0 or report.log_mismatches > 0) then
           local where = {}
           for name, b in pairs(report.boundaries) do
@@ -514,7 +549,7 @@ function Auditor:on_audit(body)
   end
   if self.progress then io.stderr:write("\n") end
   local leaves = self:claimed_leaves()
-  return {root = M.merkle.root(leaves), n_leaves = #leaves, totals = totals, evidence = evidence,
+  return {root = M.merkle.root(leaves), n_leaves = #leaves, totals = totals, per_step = per_step, evidence = evidence,
           seconds = vt.clock() - t0, profile = self.profile}
 end
 
@@ -672,7 +707,8 @@ function Judge:on_adjudicate(body)
   end
   if illegitimate > 0 then
     return decide("trainer_at_fault", illegitimate .. " illegitimate log entries in interval " .. j ..
-                  ": directions far outside the window, which no honest trainer logs")
+                  ": entries no honest trainer writes (directions beyond twice the window, or EXACT " ..
+                  "values out of reach of the replayed values)")
   end
   if mismatches > 0 then
     return decide("trainer_at_fault", "the trainer's logs do not fit the spec's computation in interval " .. j ..

@@ -140,7 +140,7 @@ inline int StateOf(double x, int bits, double band, double alpha_scale) {
   const bool wide = w > spacing / 4;
   const bool in_cell = !g.on_grid && AbsDiffAtMost(x, (g.lo + g.hi) / 2, w);
   const bool other = wide && LowerMidDistance(x, bits) < w && x != 0;  // zeros: NONE
-  if (!in_cell && !other) return 0;
+  if ((!in_cell && !other) || w == 0) return 0;  // a zero window logs nothing
   if (wide) return 3;
   return g.rnd == g.lo ? 1 : 2;
 }
@@ -191,7 +191,7 @@ inline bool SteerableAt(double x, int bits, double band, double alpha_scale) {
   const double spacing = g.on_grid ? g.step : g.hi - g.lo;
   const double w = band * spacing + alpha_scale;
   const double mid = (g.lo + g.hi) / 2;
-  const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, 2 * w) && w <= spacing / 2;
+  const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, 2 * w) && w <= spacing / 2 && w > 0;
   const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
   const bool near = (!g.on_grid && AbsDiffAtMost(x, mid, tol.t)) || LowerMidDistance(x, bits) <= tol.t;
   return dir_ok || (tol.eligible && near);
@@ -229,7 +229,7 @@ inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, dou
       o.result = state == 1 ? g.lo : g.hi;
       if (std::fabs(o.result) >= std::ldexp(1.0, 128)) o.out_of_range = true;
       o.illegitimate = (g.on_grid ? g.step_below / 2 > 2 * w : !AbsDiffAtMost(x, mid, 2 * w)) ||
-                       w > g.step / 2;
+                       w > g.step / 2 || w == 0;
       break;
     default:
       o.result = stored;

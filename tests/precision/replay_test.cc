@@ -557,3 +557,18 @@ TEST_CASE("replay: direction flips of unlogged values are flagged beyond 2w and 
               .report.steerable == within);
   }
 }
+
+TEST_CASE("replay: a zero window (an exact boundary) logs nothing and accepts no entry, ties included") {
+  // x exactly on a midpoint: |x - mid| <= 0 holds, but an honest trainer rounds a tie to even
+  // under a zero window and logs nothing, so a direction there is a forgery (the flip of a
+  // tie was accepted before, and counted steerable by the auditor only).
+  const double tie = 1.0 + P2(-24);  // midpoint of [1, 1 + 2^-23]
+  const RoundOptions zero = Options(32, 0.0, 0.0);
+  LogRecord honest;
+  Round(ToTensor({tie}), zero, &honest);
+  CHECK(honest.states()[0] == 0);
+  const auto r = Replay(ToTensor({tie}), LogRecord::FromStates({2}, {}), zero);
+  CHECK(r.report.corrections == 1);
+  CHECK(r.report.illegitimate == 1);
+  CHECK(r.report.steerable == 0);
+}
