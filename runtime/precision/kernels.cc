@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "runtime/common/error.h"
 #include "runtime/precision/kernels_avx512.h"
@@ -18,8 +19,9 @@
 namespace vt::precision {
 namespace {
 
-// One element of RoundSpan: returns the output bits and (if kLog) the state.
-template <bool kLog>
+// One element of RoundSpan: returns the output bits and (if kLog) the state. kWide: the
+// wide-window terms (window.h WideAt) are computed; without it they must not matter here.
+template <bool kLog, bool kWide>
 VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double alpha_scale,
                                       uint64_t* state, int64_t* steerable, uint64_t* bad) {
   const uint64_t ux = DoubleBits(xi);
@@ -35,18 +37,54 @@ VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double
     // the entry is EXACT. Exact zeros are exempt: at a boundary they come from masks,
     // padding and empty sums, which every honest party computes as zero too
     // (docs/ROUNDING.md, "Zeros").
-    const bool other = exact_window & (LowerMidDistance(a, c, k) < w) & (a != 0.0);
+    const bool other = kWide && (exact_window & (LowerMidDistance(a, c, k) < w) & (a != 0.0));
     // A zero window (an exact boundary) logs nothing: ties go to even.
     const uint64_t logged =
         static_cast<uint64_t>(((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other) & (w > 0.0));
     const uint64_t exact = static_cast<uint64_t>(exact_window);
-    *steerable += static_cast<int64_t>(Steerable(a, c, w, k, band, alpha_scale));
+    *steerable += static_cast<int64_t>(kWide ? Steerable(a, c, w, k, band, alpha_scale)
+                                             : SteerableNarrow(a, c, w));
     // Signed direction: for x < 0 rounding the magnitude up is rounding toward -inf (DOWN).
     const uint64_t dir_up = static_cast<uint64_t>(c.up) ^ (sign >> 63);
     // NONE 0, DOWN 1, UP 2, EXACT 3: (1 + dir_up) | 3 = 3 when the window needs EXACT.
     *state = logged * ((1 + dir_up) | (3 * exact));
   }
   return DoubleBits(c.r) | sign;
+}
+
+// Whether any of x[0, n) needs the wide-window terms (window.h WideAt). Branch-free.
+VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, int64_t n, uint64_t k, double band,
+                                 double alpha_scale) {
+  uint64_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = BitsDouble(DoubleBits(x[i]) & ~kSignBit);
+    const double g = SpacingAt(a, k);
+    any |= static_cast<uint64_t>(WideAt(a, g, Window(band, g, alpha_scale)));
+  }
+  return any != 0;
+}
+
+// Values per block whose wide-window check decides which loop runs: 512 bytes, still in L1
+// when the loop reads them again.
+constexpr int64_t kWideBlock = 64;
+
+// Runs body<false>(begin, end) over [0, n), or body<true> on the blocks where some value
+// needs the wide-window terms; with a window that is never wide, no check at all.
+template <class Body>
+VT_PRECISION_INLINE void ByWidth(const double* x, int64_t n, uint64_t k, double band,
+                                 double alpha_scale, Body&& body) {
+  if (!MayBeWide(band, alpha_scale)) {
+    body(std::false_type{}, 0, n);
+    return;
+  }
+  for (int64_t begin = 0; begin < n; begin += kWideBlock) {
+    const int64_t end = begin + kWideBlock < n ? begin + kWideBlock : n;
+    if (AnyWide(x + begin, end - begin, k, band, alpha_scale)) {
+      body(std::true_type{}, begin, end);
+    } else {
+      body(std::false_type{}, begin, end);
+    }
+  }
 }
 
 template <bool kLog, bool kInPlace>
@@ -58,29 +96,33 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   const double alpha_scale = p.alpha_scale;
   int64_t down = 0, up = 0, exact = 0, steerable = 0;
   uint64_t bad = 0;
-  if (kInPlace) {
+  auto range = [&](auto wide, int64_t begin, int64_t end) {
+    constexpr bool kWide = decltype(wide)::value;
+    int64_t d = 0, u = 0, e = 0, st = 0;
+    uint64_t b = 0;
+    // In place through one pointer: two __restrict pointers must not name the same values.
     double* __restrict io = out;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       uint64_t s = 0;
-      io[i] = BitsDouble(RoundOne<kLog>(io[i], k, band, alpha_scale, &s, &steerable, &bad));
+      const double xi = kInPlace ? io[i] : x[i];
+      io[i] = BitsDouble(RoundOne<kLog, kWide>(xi, k, band, alpha_scale, &s, &st, &b));
       if (kLog) {
-        down += s == 1;
-        up += s == 2;
-        exact += s == 3;
+        d += s == 1;
+        u += s == 2;
+        e += s == 3;
         states[i] = static_cast<uint8_t>(s);
       }
     }
+    down += d;
+    up += u;
+    exact += e;
+    steerable += st;
+    bad |= b;
+  };
+  if (kLog) {
+    ByWidth(kInPlace ? out : x, n, k, band, alpha_scale, range);
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      uint64_t s = 0;
-      out[i] = BitsDouble(RoundOne<kLog>(x[i], k, band, alpha_scale, &s, &steerable, &bad));
-      if (kLog) {
-        down += s == 1;
-        up += s == 2;
-        exact += s == 3;
-        states[i] = static_cast<uint8_t>(s);
-      }
-    }
+    range(std::false_type{}, 0, n);
   }
   tally->down += down;
   tally->up += up;
@@ -89,7 +131,9 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   tally->out_of_range |= bad != 0;
 }
 
-// One element of ReplaySpan: returns the output bits; adds to the per-lane counters.
+// One element of ReplaySpan: returns the output bits; adds to the per-lane counters. kWide
+// as for RoundOne.
+template <bool kWide>
 VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, double band,
                                        double alpha_scale, int64_t* corrections,
                                        int64_t* illegitimate, int64_t* near_misses,
@@ -117,13 +161,15 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   const double on_grid_mid = OnGridMidDistance(a, k, c.g);
   const double w2 = 2.0 * w;
   // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
-  // for the two parties' scales) is no entry an honest trainer writes either.
+  // for the two parties' scales), or under a zero window (which logs nothing), is no entry
+  // an honest trainer writes either. (w > g/2 needs WideAt.)
   const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2)) |
-                   (w > 0.5 * c.g) | (w == 0.0);
+                   (kWide && (w > 0.5 * c.g)) | (w == 0.0);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
   *illegitimate += static_cast<int64_t>(is_dir & far);
   *near_misses += static_cast<int64_t>((st == 0) & near);
-  *steerable += static_cast<int64_t>(Steerable(a, c, w, k, band, alpha_scale));
+  *steerable += static_cast<int64_t>(kWide ? Steerable(a, c, w, k, band, alpha_scale)
+                                           : SteerableNarrow(a, c, w));
   *bad |= static_cast<uint64_t>(!(c.r < kFp32Overflow) | !(result < kFp32Overflow));
   return DoubleBits(result) | sign;
 }
@@ -137,18 +183,22 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
   const double alpha_scale = p.alpha_scale;
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
   uint64_t bad = 0;
-  if (kInPlace) {
-    double* __restrict io = out;
-    for (int64_t i = 0; i < n; ++i) {
-      io[i] = BitsDouble(ReplayOne(io[i], states[i], k, band, alpha_scale, &corrections,
-                                   &illegitimate, &near_misses, &steerable, &bad));
+  auto range = [&](auto wide, int64_t begin, int64_t end) {
+    constexpr bool kWide = decltype(wide)::value;
+    int64_t c = 0, il = 0, nm = 0, st = 0;
+    uint64_t b = 0;
+    double* __restrict io = out;  // in place through one pointer, as in RoundBody
+    for (int64_t i = begin; i < end; ++i) {
+      const double xi = kInPlace ? io[i] : x[i];
+      io[i] = BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, alpha_scale, &c, &il, &nm, &st, &b));
     }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = BitsDouble(ReplayOne(x[i], states[i], k, band, alpha_scale, &corrections,
-                                    &illegitimate, &near_misses, &steerable, &bad));
-    }
-  }
+    corrections += c;
+    illegitimate += il;
+    near_misses += nm;
+    steerable += st;
+    bad |= b;
+  };
+  ByWidth(kInPlace ? out : x, n, k, band, alpha_scale, range);
   tally->corrections += corrections;
   tally->illegitimate += illegitimate;
   tally->near_misses += near_misses;

@@ -171,6 +171,26 @@ VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k
   return dir_ok | (tol.eligible & near_mid);
 }
 
+// Whether a call's window can be wide anywhere: with alpha_scale = 0 and band <= 1/4 the
+// window is at most g/4 everywhere, so no value is EXACT, no midpoint but a value's own is
+// within reach, and Steerable reduces to its direction term (SteerableNarrow).
+VT_PRECISION_INLINE bool MayBeWide(double band, double alpha_scale) {
+  return alpha_scale > 0.0 || band > 0.25;
+}
+
+// Where the wide-window terms can matter for one value (magnitude a, spacing g, window w):
+// outside this (w <= g/16 and a >= g) the honest trainer logs only its own cell's midpoint,
+// EXACT is not eligible within the tolerance (t <= 6w < a/2, so the spacing there is at
+// least g/2 and the window below a quarter of it), and Steerable is SteerableNarrow.
+VT_PRECISION_INLINE bool WideAt(double a, double g, double w) {
+  return (w > 0.0625 * g) | (a < g);
+}
+
+// Steerable where WideAt is false or !MayBeWide: a direction entry is accepted.
+VT_PRECISION_INLINE bool SteerableNarrow(double a, const Cell& c, double w) {
+  return !c.on_grid & InWindow(a, c.mid, c.g, 2.0 * w) & (w > 0.0);
+}
+
 // Whether an EXACT entry holding v (an FP32 value) is one an honest trainer could have
 // written for the auditor's value x (ROUNDING.md, "Legitimate entries"): v is on the b-grid,
 // the window admits EXACT near x, and a midpoint adjacent to v (the two ends of the set
