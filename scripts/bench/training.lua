@@ -10,8 +10,7 @@
 -- (paper window; the worst model) and the same with the prefix calibrated_, then per model.
 local steps = tonumber(arg[1]) or 6
 local profile = arg[2] or "native"
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-local corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../../shared/data/shakespeare.txt")
+local corpus = vt.corpus
 
 local workdir = os.tmpname() .. ".bench"
 os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")

@@ -3,8 +3,7 @@
 -- (default results/<name>/ under the current directory).
 local M = {}
 
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-M.corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../../shared/data/shakespeare.txt")
+M.corpus = vt.corpus
 
 -- The models: small ones by default (minutes on 2 cores), the paper's sizes as options.
 function M.setup(name, overrides)

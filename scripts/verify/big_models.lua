@@ -6,8 +6,7 @@
 -- Needs about 8 GB of memory for GPT-2 small (FP64 weights, gradients and Adam state).
 local which = arg[1] or "both"
 local workdir = arg[2] or (os.tmpname() .. ".big")
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-local corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../../shared/data/shakespeare.txt")
+local corpus = vt.corpus
 os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
 
 local configs = {}

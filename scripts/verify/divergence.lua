@@ -10,8 +10,7 @@
 local model = arg[1] or "gpt"
 local steps = tonumber(arg[2]) or 200
 local pa, pb = arg[3] or "native", arg[4] or "splitk4"
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-local corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../../shared/data/shakespeare.txt")
+local corpus = vt.corpus
 
 local data, m, optim, batch
 if model == "gpt" then

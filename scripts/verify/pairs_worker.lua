@@ -5,8 +5,7 @@
 -- Prints RESULT key=value lines. WINDOWS.json holds a spec's round table (from calibrate);
 -- without it the spec uses the paper's window.
 local command = arg[1]
-local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
-local corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../../shared/data/shakespeare.txt")
+local corpus = vt.corpus
 
 local function recipe(model)
   if model == "gpt" then return {kind = "text", path = corpus, context = 64} end

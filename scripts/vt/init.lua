@@ -2,6 +2,11 @@
 -- `vt` is preloaded as a global by vtrun; `require "vt"` returns the same table.
 local vt = require "vt.core"
 
+-- The byte-level text corpus the examples, experiments and benchmarks use: the Shakespeare
+-- text shipped in data/ of the repository, or the file VTRUN_CORPUS names.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+vt.corpus = os.getenv("VTRUN_CORPUS") or (here .. "../../data/shakespeare.txt")
+
 -- Lua-side modules load on first use, so `vt.test` costs nothing until a test touches it.
 local lazy = {
   test = "vt.test",

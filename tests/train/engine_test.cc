@@ -60,7 +60,7 @@ std::shared_ptr<vt::data::Dataset> DataFor(const std::string& kind) {
   if (kind == "mlp") o.input_shape = {32};
   if (kind == "resnet") o.input_shape = {1, 8, 8};
   if (kind == "gpt") {
-    return vt::data::TextCorpus({std::string(VTRUN_SOURCE_DIR) + "/../shared/data/shakespeare.txt", 16});
+    return vt::data::TextCorpus({std::string(VTRUN_SOURCE_DIR) + "/data/shakespeare.txt", 16});
   }
   return vt::data::Synthetic(o);
 }
