@@ -139,7 +139,7 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
       at::Tensor rounded = round(exact_boundary ? nullptr : &record);
       if (exact_boundary) record.ResetToNone(input.numel());
       // A tampering trainer ignores that rule too (its entries there are illegitimate).
-      if (tampers) ApplyTamper(input, options, scale, &rounded, &record, &s);
+      if (tampers) ApplyTamper(boundary, input, options, scale, &rounded, &record, &s);
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
       s.steerable += steerable;
@@ -268,18 +268,27 @@ bool StepContext::Tampers(const std::string& boundary) const {
       return false;
     case Tamper::Kind::kSteer:
       return KindOf(boundary) == BoundaryKind::kUpdate;
+    case Tamper::Kind::kToward:
+      return tamper_.directions.count(boundary) > 0;
     default:
       return true;
   }
 }
 
-void StepContext::ApplyTamper(const at::Tensor& input, const precision::RoundOptions& options, double scale,
+void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& input, const precision::RoundOptions& options, double scale,
                               at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const {
   using precision::LogState;
   const at::Tensor x = input.contiguous();
   const precision::KernelParams p = precision::MakeKernelParams(options, scale);
   const double* xv = x.data_ptr<double>();
   double* out = rounded->data_ptr<double>();
+  at::Tensor direction;  // kToward: where this boundary's values should move
+  if (tamper_.kind == Tamper::Kind::kToward) {
+    auto it = tamper_.directions.find(boundary);
+    if (it == tamper_.directions.end() || it->second.numel() != x.numel()) return;
+    direction = it->second.to(at::kDouble).contiguous();
+  }
+  const double* want = direction.defined() ? direction.data_ptr<double>() : nullptr;
   std::vector<uint8_t> states(record->states(), record->states() + record->size());
   std::vector<precision::ExactEntry> exact = record->exact();  // sorted by position
   const size_t honest_exact = exact.size();
@@ -287,15 +296,20 @@ void StepContext::ApplyTamper(const at::Tensor& input, const precision::RoundOpt
   int64_t changed = 0, unlogged = 0;
   for (int64_t i = 0; i < x.numel() && (tamper_.count == 0 || changed < tamper_.count); ++i) {
     const uint8_t st = states[i];
-    if (st != 0 && tamper_.kind != Tamper::Kind::kFlipWithin) continue;  // logged: left as written
+    const bool within = tamper_.kind == Tamper::Kind::kFlipWithin || tamper_.kind == Tamper::Kind::kToward;
+    if (st != 0 && !within) continue;  // logged: left as written
     const double a = std::fabs(xv[i]);
     const precision::Cell c = precision::CellOf(a, p.k);
     if (!(c.r < precision::kFp32Overflow)) continue;
-    if (c.on_grid && tamper_.kind != Tamper::Kind::kFlipWithin) continue;
-    // The neighbour rnd_b did not pick; on the grid, the next grid value away from zero.
-    const double other = c.on_grid ? a + c.g : c.up ? c.r - c.g : c.r + c.g;
+    if (c.on_grid && !within) continue;
+    // The neighbour rnd_b did not pick; on the grid, the next grid value away from zero
+    // (kToward: in the direction wanted, when that is toward zero).
+    double other = c.on_grid ? a + c.g : c.up ? c.r - c.g : c.r + c.g;
+    if (want != nullptr && c.on_grid && a > 0.0 && (want[i] > 0.0) != (xv[i] > 0.0)) other = a - precision::SpacingAt(std::nextafter(a, 0.0), p.k);
     if (!(other < precision::kFp32Overflow)) continue;
-    const double v = std::signbit(xv[i]) ? -other : other;
+    double v = std::signbit(xv[i]) ? -other : other;
+    if (want != nullptr && a == 0.0 && want[i] < 0.0) v = -other;  // a zero moves either way
+    if (want != nullptr && !((v - out[i]) * want[i] > 0.0)) continue;  // not the way it should go
     const double d = std::fabs(a - c.mid);
     const double w = precision::Window(p.band, c.g, p.alpha_scale);
     bool as_exact = false;
@@ -313,7 +327,8 @@ void StepContext::ApplyTamper(const at::Tensor& input, const precision::RoundOpt
         as_exact = true;
         break;
       }
-      case Tamper::Kind::kFlipWithin: {
+      case Tamper::Kind::kFlipWithin:
+      case Tamper::Kind::kToward: {
         // A zero window (an exact boundary) accepts no entry at all, ties included.
         if (!(w > 0.0)) continue;
         const bool direction =

@@ -117,10 +117,16 @@ struct BoundaryStats {
 //                (replacing an honest EXACT value, or new) when ExactLegitimate holds at x
 //                and at x -+ w/2. The steering ROUNDING.md admits by design; the replay's
 //                `steerable` count bounds it.
+//   kToward      the boundaries named in `directions` only: as kFlipWithin, but a value is
+//                rounded the other way only where that moves it the way its direction
+//                (same shape as the boundary's tensor) points, and a logged DOWN/UP entry
+//                points that way. A greedy trainer steering with legitimate entries only
+//                (E10): every value it flips is one the auditor accepts.
 struct Tamper {
-  enum class Kind { kNone, kSteer, kForgeExact, kFlipWithin };
+  enum class Kind { kNone, kSteer, kForgeExact, kFlipWithin, kToward };
   Kind kind = Kind::kNone;
   int64_t count = 0;  // at most this many values per boundary call; 0: no limit
+  std::map<std::string, at::Tensor> directions;  // kToward: boundary -> wanted direction (float64)
 };
 
 using RecordKey = std::pair<std::string, int32_t>;  // (boundary, call)
@@ -184,7 +190,7 @@ class StepContext {
 
   // Logging, for the game's cheating scenarios only (train/deviation.h): from now on in this
   // step, roundings are tampered with as `tamper` says; stats().steered counts the values.
-  void set_tamper(Tamper tamper) { tamper_ = tamper; }
+  void set_tamper(Tamper tamper) { tamper_ = std::move(tamper); }
 
   // Calibration: keep a copy of every boundary call's FP64 input (before rounding) in
   // `*capture`, keyed by (boundary, call), for the boundary kinds in `kinds` (bit 1 << kind;
@@ -239,7 +245,7 @@ class StepContext {
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).
-  void ApplyTamper(const at::Tensor& x, const precision::RoundOptions& options, double scale,
+  void ApplyTamper(const std::string& boundary, const at::Tensor& x, const precision::RoundOptions& options, double scale,
                    at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);

@@ -14,6 +14,7 @@ const std::vector<std::pair<Deviation::Kind, std::string>>& Kinds() {
       {Deviation::Kind::kLr, "lr"},       {Deviation::Kind::kWeightDecay, "weight_decay"},
       {Deviation::Kind::kSteer, "steer"}, {Deviation::Kind::kForgeExact, "forge_exact"},
       {Deviation::Kind::kFlipWithin, "flip_within"}, {Deviation::Kind::kReplaceExample, "replace_example"},
+      {Deviation::Kind::kSteerToward, "steer_toward"},
   };
   return kinds;
 }
@@ -51,13 +52,13 @@ void Deviation::Validate(const data::Dataset& data) const {
                 std::to_string(to_step));
   }
   if (!(amount >= 0.0)) throw Error("deviation amount must be >= 0, got " + std::to_string(amount));
-  if (kind == Kind::kTrigger) {
+  if (kind == Kind::kTrigger || kind == Kind::kSteerToward) {
     const auto shape = data.input_shape();
     if (shape.size() != 3 || shape[1] < kPatch || shape[2] < kPatch) {
-      throw Error("a trigger patch needs image data (inputs [C, H, W] of at least 4x4); '" + data.name() + "' has none");
+      throw Error("a trigger patch (" + KindName(kind) + ") needs image data (inputs [C, H, W] of at least 4x4); '" + data.name() + "' has none");
     }
     if (target < 0 || target >= data.classes()) {
-      throw Error("trigger target must be a class in [0, " + std::to_string(data.classes()) + "), got " +
+      throw Error(KindName(kind) + " target must be a class in [0, " + std::to_string(data.classes()) + "), got " +
                   std::to_string(target));
     }
   }
@@ -84,12 +85,8 @@ void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& d
   } else if (kind == Kind::kTrigger) {
     at::Tensor x = batch->inputs.clone();
     at::Tensor y = batch->targets.clone();
-    const double bright = x.max().item<double>();
-    const int64_t h = x.size(2), w = x.size(3);
-    for (int64_t i = 0; i < x.size(0); i += 2) {
-      x[i].narrow(1, h - kPatch, kPatch).narrow(2, w - kPatch, kPatch).fill_(bright);
-      y[i].fill_(target);
-    }
+    PatchTrigger(&x, 2);
+    for (int64_t i = 0; i < y.size(0); i += 2) y[i].fill_(target);
     batch->inputs = x;
     batch->targets = y;
   } else if (kind == Kind::kReplaceExample) {
@@ -121,6 +118,7 @@ nn::Tamper Deviation::TamperAt(int64_t step) const {
   if (kind == Kind::kSteer) t = {nn::Tamper::Kind::kSteer, static_cast<int64_t>(AmountOr(4.0))};
   if (kind == Kind::kForgeExact) t = {nn::Tamper::Kind::kForgeExact, static_cast<int64_t>(AmountOr(1.0))};
   if (kind == Kind::kFlipWithin) t = {nn::Tamper::Kind::kFlipWithin, static_cast<int64_t>(amount)};
+  if (kind == Kind::kSteerToward) t = {nn::Tamper::Kind::kToward, static_cast<int64_t>(amount)};
   return t;
 }
 
@@ -130,6 +128,38 @@ optim::OptimizerConfig Deviation::OptimizerAt(int64_t step, const optim::Optimiz
   if (kind == Kind::kLr) c.lr = honest.lr * AmountOr(10.0);
   if (kind == Kind::kWeightDecay) c.weight_decay = AmountOr(0.1);
   return c;
+}
+
+void PatchTrigger(at::Tensor* inputs, int64_t every) {
+  at::Tensor& x = *inputs;
+  const double bright = x.max().item<double>();
+  const int64_t h = x.size(2), w = x.size(3);
+  for (int64_t i = 0; i < x.size(0); i += every) {
+    x[i].narrow(1, h - kPatch, kPatch).narrow(2, w - kPatch, kPatch).fill_(bright);
+  }
+}
+
+std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch, int64_t target) {
+  nn::StepContext::Scope plain(nullptr);  // no boundary rounds or logs
+  const bool was_training = model.training();
+  model.Train(false);
+  auto params = model.NamedParameters();
+  const at::ScalarType dtype = params.front().second->scalar_type();
+  at::Tensor x = batch.inputs.to(dtype).clone();
+  PatchTrigger(&x, 1);
+  at::Tensor y = at::full_like(batch.targets, target);
+  model.Loss(model.Forward(x), y).backward();
+  model.Train(was_training);
+  std::map<std::string, at::Tensor> directions;
+  for (const auto& [name, p] : params) {
+    at::Tensor g = p->grad().defined() ? p->grad().detach().clone() : at::zeros_like(*p).detach();
+    p->mutable_grad() = at::Tensor();
+    directions[name + ":grad"] = g;
+    directions[name + ":momentum"] = g;
+    directions[name + ":exp_avg"] = g;
+    directions[name + ":update"] = -g;
+  }
+  return directions;
 }
 
 }  // namespace vt::train

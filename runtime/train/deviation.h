@@ -7,11 +7,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "runtime/data/dataset.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 
 namespace vt::train {
@@ -35,6 +37,11 @@ struct Deviation {
                    // call (default 0: all)
     kReplaceExample,  // one example of each deviating step's batch is replaced by another
                       // example of the data set (position and replacement fixed by the step)
+    kSteerToward,  // greedy steering with legitimate entries only (E10): the trainer computes
+                   // the FP64 gradient of a backdoor loss (the step's batch, every image with
+                   // the trigger patch, every label `target`) and at every parameter-gradient
+                   // and first-moment/update boundary rounds each value it legitimately can
+                   // the way that lowers that loss (nn::Tamper kToward); the batch is honest
   };
   Kind kind = Kind::kNone;
   int64_t from_step = 1;  // first step that deviates (>= 1)
@@ -48,7 +55,7 @@ struct Deviation {
   double AmountOr(double fallback) const { return amount != 0.0 ? amount : fallback; }
 
   // "none", "labels", "trigger", "lazy", "lr", "weight_decay", "steer", "forge_exact",
-  // "flip_within", "replace_example"; Parse throws vt::Error listing them.
+  // "flip_within", "replace_example", "steer_toward"; Parse throws vt::Error listing them.
   static Kind ParseKind(const std::string& name);
   static std::string KindName(Kind kind);
   static std::vector<std::string> KindNames();
@@ -60,12 +67,26 @@ struct Deviation {
   // Applies the data deviations (labels, trigger, replace_example) to the batch of `step`
   // (from `data` under `seed`) in place.
   void ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data, data::Batch* batch) const;
-  // The roundings of `step` (steer, forge_exact, flip_within): kNone for the other kinds.
+  // The roundings of `step` (steer, forge_exact, flip_within, steer_toward): kNone for the
+  // other kinds. steer_toward's directions are the caller's to fill (BackdoorDirections).
   nn::Tamper TamperAt(int64_t step) const;
+  // Whether the trainer needs the backdoor gradient at `step` (kSteerToward).
+  bool SteersToward(int64_t step) const { return kind == Kind::kSteerToward && Active(step); }
   // The optimizer settings of `step`: `honest` or the deviating ones.
   optim::OptimizerConfig OptimizerAt(int64_t step, const optim::OptimizerConfig& honest) const;
   // Whether the update of `step` is skipped (kLazy).
   bool SkipsUpdate(int64_t step) const { return kind == Kind::kLazy && Active(step); }
 };
+
+// The trigger patch: a bright square (the batch's maximum) in the bottom-right corner of
+// every `every`-th image of `inputs` ([N, C, H, W], at least 4x4), in place.
+void PatchTrigger(at::Tensor* inputs, int64_t every = 1);
+
+// The directions a greedy backdoor trainer wants each optimizer boundary of `model` to move
+// (kSteerToward): g = d loss / d parameter of `batch` with every image patched and every
+// label `target`, in FP64 without rounding and in evaluation mode (no batch-norm statistics
+// change). "P:grad", "P:momentum", "P:exp_avg" want +g (the update subtracts them),
+// "P:update" wants -g. Leaves the parameters' gradients as it found them (none).
+std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch, int64_t target);
 
 }  // namespace vt::train

@@ -18,7 +18,10 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
   if (deviation != nullptr) deviation->ApplyToBatch(step, seed, data, &b);
   // Tampering with roundings: forge_exact and flip_within from the step's first boundary on;
   // steer only in the optimizer update (set below).
-  const nn::Tamper tamper = deviation != nullptr ? deviation->TamperAt(step) : nn::Tamper{};
+  nn::Tamper tamper = deviation != nullptr ? deviation->TamperAt(step) : nn::Tamper{};
+  if (deviation != nullptr && deviation->SteersToward(step)) {
+    tamper.directions = BackdoorDirections(model, b, deviation->target);
+  }
   if (tamper.kind != nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
   at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
   at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);

@@ -51,7 +51,8 @@ M.setups = {
 --                 no mismatched record) and the judge's replay must give the auditor's leaf,
 --                 not the trainer's: the judge's digest decides
 --   steering      the trainer's tampered values must reach every boundary kind the window
---                 logs, and never exceed the auditor's `steerable` count, step by step
+--                 logs (true) or those listed, and never exceed the auditor's `steerable`
+--                 count, step by step
 --   window        a fixed window (the scenario runs only under it)
 M.list = {
   {name = "honest", what = "honest trainer, honest auditor on another profile",
@@ -87,6 +88,8 @@ M.list = {
    deviate = {kind = "forge_exact", amount = 1}, expect = "trainer_at_fault", localised = true, evidence = "illegitimate"},
   {name = "flip_within", what = "from step s, every value that a legitimate entry can round the other way is (logged ones, and unlogged ones with w < |x - mid| <= 1.5w), at every boundary",
    deviate = {kind = "flip_within"}, expect = "accepted", steering = true, limit = true},
+  {name = "steer_toward", what = "from step s, a greedy backdoor: every value of the gradient and update boundaries that a legitimate entry can round the way that lowers a trigger loss (class 0) is",
+   deviate = {kind = "steer_toward", target = 0}, expect = "accepted", steering = {"grad", "update"}, limit = true},
   {name = "withhold_record", what = "trainer discloses step s without one of its log records",
    trainer = {withhold_record = "s"}, expect = "trainer_at_fault", localised = true, reason = "log digest"},
   {name = "replay_record", what = "trainer discloses step s with one record replaced by step s-1's (same boundary and call)",
@@ -349,12 +352,14 @@ function M.run(name, ctx_or_options)
   if scenario.steering then
     -- Every boundary kind with room to steer (the trainer's own estimate, in the deviating
     -- steps) is steered. (Calibrated update boundaries are exact: no room.)
-    for _, kind in ipairs{"fwd", "bwd", "grad", "update"} do
+    local room = 0
+    for _, kind in ipairs(type(scenario.steering) == "table" and scenario.steering or {"fwd", "bwd", "grad", "update"}) do
+      room = room + trained.steerable_by_kind[kind]
       if trained.steerable_by_kind[kind] > 0 and trained.steered_by_kind[kind] == 0 then
         problem("no %s boundary was steered (%d steerable values)", kind, trained.steerable_by_kind[kind])
       end
     end
-    if trained.totals.steered == 0 then problem("nothing was steered") end
+    if room > 0 and trained.totals.steered == 0 then problem("nothing was steered") end
     for _, st in ipairs(audit and audit.per_step or {}) do
       local steered = trained.by_step[st.step] and trained.by_step[st.step].steered or 0
       if steered > st.steerable then

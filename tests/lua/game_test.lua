@@ -206,7 +206,7 @@ e:test("deviations are checked", function()
   end
   T.assert_error(function() trainer{kind = "sloth"} end,
                  "unknown deviation 'sloth' (valid: none, labels, trigger, lazy, lr, weight_decay, steer, forge_exact, " ..
-                 "flip_within, replace_example)", true)
+                 "flip_within, replace_example, steer_toward)", true)
   T.assert_error(function() trainer{kind = "lr", from_step = 0} end, "from_step must be >= 1, got 0")
   T.assert_error(function() trainer{kind = "lr", from_step = 2, to_step = 1} end, "to_step must be >= from_step (2) or 0, got 1",
                  true)
@@ -218,7 +218,7 @@ e:test("deviations are checked", function()
   local tspec = vt.spec{model = vt.models.mlp{input_shape = {16}, hidden = {8}, classes = 4}, data = text, steps = 2, batch = 4}
   T.assert_error(function()
     vt.trainer{spec = tspec, data = text, store = vt.store.open(tmp .. "/dev-text"), deviate = {kind = "trigger"}}
-  end, "a trigger patch needs image data")
+  end, "a trigger patch (trigger) needs image data")
   T.assert_error(function()
     vt.auditor{spec = spec, data = ctx.data, logs = "given", start = {step = 1}}
   end, "start step 1 needs the checkpoint after it")

@@ -119,6 +119,30 @@ s:test("a run can start from imported safetensors weights, committed in the spec
   T.assert_error(function() return make_spec{init = other} end, "tensor(s) the model does not, e.g. 'extra'", true)
 end)
 
+s:test("evaluate: accuracy, and a trigger's success rate on image data", function()
+  local images = vt.data.synthetic{size = 64, input_shape = {1, 8, 8}, classes = 4, seed = 5}
+  local spec = vt.spec{model = vt.models.mlp{input_shape = {1, 8, 8}, hidden = {8}, classes = 4}, data = images,
+                       batch = 8, steps = 2, seed = 1}
+  local r = vt.trainer{spec = spec, data = images, mode = "fp64"}
+  r:run{progress = false}
+  local clean = r:evaluate(images, {limit = 64})
+  T.assert_eq(clean.examples, 64)
+  T.assert_true(clean.accuracy >= 0 and clean.accuracy <= 1)
+  local trig = r:evaluate(images, {limit = 64, trigger = 2})
+  -- Examples labelled 2 are left out; the rest count as correct when called 2.
+  local all = {}
+  for i = 1, 64 do all[i] = i end
+  local _, y = images:get(all)
+  local others = y:ne(2):long():sum()  -- (a number)
+  T.assert_eq(trig.examples, others)
+  T.assert_true(trig.examples < 64)
+  T.assert_true(trig.accuracy >= 0 and trig.accuracy <= 1)
+  T.assert_ne(trig.loss, clean.loss)
+  T.assert_error(function() r:evaluate(images, {trigger = 4}) end, "trigger must be a class in [0, 4), got 4", true)
+  T.assert_error(function() r:evaluate(data, {trigger = 0}) end, "trigger needs image data", true)
+  T.assert_error(function() r:evaluate(images, {triger = 0}) end, "unknown option 'triger'", true)
+end)
+
 s:test("runner errors", function()
   local spec = make_spec()
   local st = vt.store.open(dir .. "/t2")
