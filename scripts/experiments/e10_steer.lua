@@ -7,16 +7,18 @@
 -- window: clean test accuracy, trigger success (non-target test images with the patch that
 -- the model calls `target`), backdoor loss and the mean |change| of the test logits against
 -- the honest model, honest vs steered; and for scale, the same run
--- with real data poisoning (every other image patched and relabelled, which the game catches).
+-- with real data poisoning (every other image patched and relabelled, which the game catches),
+-- and honest runs with `seeds` other seeds (seed 2, 3, ...; first window only): the spread a
+-- trainer free to pick its seed would have.
 --
 --   vtrun scripts/experiments/e10_steer.lua [model=mlp] [steps=200] [target=0] [trainer=native]
---        [auditor=splitk4] [cal_steps=3] [windows=paper,tight,calibrated] [eval=2048] [out=]
+--        [auditor=splitk4] [cal_steps=3] [windows=paper,tight,calibrated] [eval=2048] [seeds=3] [out=]
 --
 -- Last line: JSON {window = {honest = {...}, steered = {...}, poisoned = {...}}}. Exits 1 if
 -- a steered run's audit finds an illegitimate entry or a different root.
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
 local a = lib.args({model = "mlp", steps = 200, target = 0, trainer = "native", auditor = "splitk4", cal_steps = 3,
-                    windows = "paper,tight,calibrated", eval = 2048, out = ""}, arg)
+                    windows = "paper,tight,calibrated", eval = 2048, seeds = 3, out = ""}, arg)
 local out = lib.outdir("e10_steer", a.out)
 local s = lib.setup(a.model)
 if s.recipe.kind ~= "fashion_mnist" then error("e10_steer needs an image model (mlp, resnet), got '" .. a.model .. "'") end
@@ -47,9 +49,16 @@ end
 
 local rows, summary = {}, {}
 local failed = false
+local first = true
 for name in a.windows:gmatch("[^,]+") do
-  local spec = lib.spec(s, a.steps, round_of(name))
+  local round = round_of(name)
+  local spec = lib.spec(s, a.steps, round)
   local honest = train(name .. "-honest", spec, nil)
+  local reseeded = {}
+  for k = 1, first and a.seeds or 0 do
+    reseeded[k] = train(name .. "-seed" .. (k + 1), lib.spec(s, a.steps, round, {seed = k + 1}), nil)
+  end
+  first = false
   local steered, steered_trainer = train(name .. "-steered", spec, {kind = "steer_toward", target = a.target})
   local poisoned = train(name .. "-poisoned", spec, {kind = "trigger", target = a.target})
   -- The audit of the steered run: every step replayed on the auditor's profile.
@@ -62,11 +71,11 @@ for name in a.windows:gmatch("[^,]+") do
   if not steered.accepted then failed = true end
   -- How far each model's test logits moved from the honest model's (mean |difference|).
   local reference = honest.logits
-  for _, r in ipairs({honest, steered, poisoned}) do
+  for _, r in ipairs({honest, steered, poisoned, unpack(reseeded)}) do
     r.logit_shift = r.logits:sub(reference):abs():mean()
     r.logits = nil
   end
-  summary[name] = {honest = honest, steered = steered, poisoned = poisoned}
+  summary[name] = {honest = honest, steered = steered, poisoned = poisoned, seeds = #reseeded > 0 and reseeded or nil}
   local function row(kind, r, verdict)
     rows[#rows + 1] = {name, kind, string.format("%.2f%%", 100 * r.clean_accuracy),
                        string.format("%.2f%%", 100 * r.trigger_success), string.format("%.6f", r.backdoor_loss),
@@ -77,6 +86,7 @@ for name in a.windows:gmatch("[^,]+") do
   row("steered", steered, steered.accepted and "accepted (0 illegitimate)"
                           or string.format("REJECTED (%d illegitimate%s)", audit.illegitimate, steered.roots_equal and "" or ", roots differ"))
   row("poisoned data", poisoned, "caught (PROTOCOL.md)")
+  for k, r in ipairs(reseeded) do row("honest, seed " .. (k + 1), r, "accepted (another run)") end
 end
 print(string.format("%s, %d steps, target class %d, trainer on '%s', auditor on '%s', %d test images",
                     a.model, a.steps, a.target, a.trainer, a.auditor, a.eval))
@@ -86,6 +96,7 @@ lib.csv(out .. "/steer.csv", header, rows)
 os.execute("rm -rf '" .. tmp .. "'")
 for _, v in pairs(summary) do
   for _, r in pairs(v) do r.root = nil end
+  for _, r in ipairs(v.seeds or {}) do r.root = nil end
 end
 print(vt.json.encode(summary))
 if failed then os.exit(1) end

@@ -218,7 +218,7 @@ e:test("deviations are checked", function()
   local tspec = vt.spec{model = vt.models.mlp{input_shape = {16}, hidden = {8}, classes = 4}, data = text, steps = 2, batch = 4}
   T.assert_error(function()
     vt.trainer{spec = tspec, data = text, store = vt.store.open(tmp .. "/dev-text"), deviate = {kind = "trigger"}}
-  end, "a trigger patch (trigger) needs image data")
+  end, "a trigger patch (trigger) needs image data", true)
   T.assert_error(function()
     vt.auditor{spec = spec, data = ctx.data, logs = "given", start = {step = 1}}
   end, "start step 1 needs the checkpoint after it")
