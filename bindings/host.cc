@@ -226,6 +226,10 @@ bool ApplyProfileOption(const std::string& name, char** argv) {
     std::fprintf(stderr, "%s: --profile: %s\n", kProgram, e.what());
     return false;
   }
+  if (auto why = profile->Unavailable(); !why.empty()) {
+    std::fprintf(stderr, "%s: --profile: %s\n", kProgram, why.c_str());
+    return false;
+  }
   const char* active = std::getenv("VTRUN_PROFILE");
   bool already = active != nullptr && name == active;
   setenv("VTRUN_PROFILE", name.c_str(), 1);

@@ -33,6 +33,20 @@ struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
   }
 };
 
+struct InputGradFn : public torch::autograd::Function<InputGradFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t call) {
+    ctx->saved_data["name"] = name;
+    ctx->saved_data["call"] = call;
+    return x.view_as(x);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::string name = ctx->saved_data["name"].toStringRef();
+    const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
+    return {ApplyBoundary(name + ":bwd", grads[0].contiguous(), call), at::Tensor(), at::Tensor()};
+  }
+};
+
 // LibTorch 1.13's custom functions cannot take undefined tensors, so "no bias" travels as an
 // empty placeholder.
 at::Tensor BiasOrPlaceholder(const at::Tensor& bias, const at::Tensor& like) {
@@ -124,6 +138,12 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
 }  // namespace
 
 at::Tensor Boundary(const at::Tensor& x, const std::string& name) { return BoundaryFn::apply(x, name); }
+
+at::Tensor InputGrad(const at::Tensor& x, const std::string& name) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !x.requires_grad() || !at::GradMode::is_enabled()) return x;
+  return InputGradFn::apply(x, name, static_cast<int64_t>(step->NextCall(name + ":bwd")));
+}
 
 at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
   if (x.size(-1) != w.size(1)) {

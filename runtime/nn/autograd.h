@@ -19,6 +19,14 @@ namespace vt::nn {
 
 at::Tensor Boundary(const at::Tensor& x, const std::string& name);
 
+// Identity on the graph whose backward sends the gradient flowing back into x through
+// "name:bwd": an order-dependent op's input gradient (a matrix product's, a reduction's) is
+// rounded where the op produces it, before residual sums, shortcuts, GELU or an index-add
+// consume it. The call number is taken in the forward pass, so records pair up whatever
+// order autograd visits branches in. Without a step context, or when x needs no gradient,
+// x is returned as it is (no call is numbered).
+at::Tensor InputGrad(const at::Tensor& x, const std::string& name);
+
 // x [..., in] @ w[out, in]^T + bias[out] (bias may be undefined).
 at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
 

@@ -7,6 +7,7 @@
 #include "runtime/common/error.h"
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/reduce.h"
 #include "runtime/profile/profile.h"
 #include "runtime/random/philox.h"
 
@@ -33,7 +34,7 @@ Linear::Linear(int64_t in, int64_t out, bool bias, uint64_t seed, const std::str
 }
 
 at::Tensor Linear::Forward(const at::Tensor& x) {
-  return Boundary(LinearOp(x, *weight_, bias_ ? *bias_ : at::Tensor()), BoundaryName());
+  return Boundary(LinearOp(InputGrad(x, BoundaryName("dx")), *weight_, bias_ ? *bias_ : at::Tensor()), BoundaryName());
 }
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
@@ -45,7 +46,8 @@ Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t 
 }
 
 at::Tensor Conv2d::Forward(const at::Tensor& x) {
-  return Boundary(Conv2dOp(x, *weight_, bias_ ? *bias_ : at::Tensor(), stride_, padding_), BoundaryName());
+  return Boundary(Conv2dOp(InputGrad(x, BoundaryName("dx")), *weight_, bias_ ? *bias_ : at::Tensor(), stride_, padding_),
+                  BoundaryName());
 }
 
 BatchNorm2d::BatchNorm2d(int64_t channels, const std::string& full_name) : Module(full_name) {
@@ -58,22 +60,18 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const std::string& full_name) : Modul
 at::Tensor BatchNorm2d::Forward(const at::Tensor& x) {
   const int64_t c = x.size(1);
   auto per_channel = [&](const at::Tensor& t) { return t.view({1, c, 1, 1}); };
-  at::Tensor mean, var;
   if (training()) {
     const double count = static_cast<double>(x.numel() / c);
-    mean = vt::Sum(x, {0, 2, 3}) / count;
-    at::Tensor centered = x - per_channel(mean);
-    var = vt::Sum(centered * centered, {0, 2, 3}) / count;
+    BatchNormResult bn = BatchNormTrainOp(InputGrad(x, BoundaryName("dx")), *weight_, *bias_, kNormEps, BoundaryName());
     {
       at::NoGradGuard no_grad;
       const double unbias = count / std::max(1.0, count - 1.0);
-      at::Tensor m = (1.0 - kBnMomentum) * *running_mean_ + kBnMomentum * mean.detach();
-      at::Tensor v = (1.0 - kBnMomentum) * *running_var_ + kBnMomentum * unbias * var.detach();
+      at::Tensor m = (1.0 - kBnMomentum) * *running_mean_ + kBnMomentum * bn.mean;
+      at::Tensor v = (1.0 - kBnMomentum) * *running_var_ + kBnMomentum * unbias * bn.var;
       *running_mean_ = ApplyBoundary(Join(name(), "running_mean:update"), m.to(running_mean_->scalar_type()));
       *running_var_ = ApplyBoundary(Join(name(), "running_var:update"), v.to(running_var_->scalar_type()));
     }
-    at::Tensor y = centered / per_channel(at::sqrt(var + kNormEps)) * per_channel(*weight_) + per_channel(*bias_);
-    return Boundary(y, BoundaryName());
+    return Boundary(bn.y, BoundaryName());
   }
   at::Tensor y = (x - per_channel(*running_mean_)) / per_channel(at::sqrt(*running_var_ + kNormEps)) *
                      per_channel(*weight_) + per_channel(*bias_);
@@ -86,7 +84,8 @@ LayerNorm::LayerNorm(int64_t dim, const std::string& full_name) : Module(full_na
 }
 
 at::Tensor LayerNorm::Forward(const at::Tensor& x) {
-  return Boundary(at::layer_norm(x, {dim_}, *weight_, *bias_, kNormEps), BoundaryName());
+  return Boundary(LayerNormOp(InputGrad(x, BoundaryName("dx")), *weight_, *bias_, kNormEps, BoundaryName()),
+                  BoundaryName());
 }
 
 Embedding::Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name, double init_std)
@@ -98,7 +97,7 @@ at::Tensor Embedding::Forward(const at::Tensor& indices) {
   if (indices.numel() > 0 && (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= weight_->size(0))) {
     throw Error("embedding '" + name() + "': index out of range [0, " + std::to_string(weight_->size(0)) + ")");
   }
-  return at::embedding(*weight_, indices);
+  return EmbeddingOp(*weight_, indices);
 }
 
 at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::string& name) {
@@ -124,7 +123,7 @@ at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
 }
 
 at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& targets) {
-  at::Tensor log_probs = Boundary(at::log_softmax(logits, -1), "log_softmax");
+  at::Tensor log_probs = Boundary(LogSoftmaxOp(InputGrad(logits, "log_softmax.dx"), "log_softmax"), "log_softmax");
   at::Tensor picked = log_probs.gather(1, targets.view({-1, 1})).view({-1});
   const double n = static_cast<double>(targets.numel());
   return Boundary(-vt::Sum(picked, {0}) / n, "loss");
@@ -149,12 +148,17 @@ at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
   };
   at::Tensor q = heads(0), k = heads(1), v = heads(2);  // [B, H, T, hd]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  at::Tensor scores = Boundary(MatmulOp(q, k.transpose(-1, -2).contiguous()) * scale, BoundaryName("scores"));
+  at::Tensor scores = Boundary(MatmulOp(InputGrad(q, BoundaryName("scores.da")),
+                                        InputGrad(k.transpose(-1, -2).contiguous(), BoundaryName("scores.db"))) *
+                                   scale,
+                               BoundaryName("scores"));
   at::Tensor causal = at::ones({t, t}, at::TensorOptions().dtype(at::kBool)).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
-  at::Tensor probs = Boundary(at::softmax(scores, -1), BoundaryName("softmax"));
+  at::Tensor probs = Boundary(SoftmaxOp(InputGrad(scores, BoundaryName("softmax.dx")), BoundaryName("softmax")),
+                              BoundaryName("softmax"));
   probs = Dropout(probs, dropout_, training(), BoundaryName("attn_dropout"));
-  at::Tensor mixed = Boundary(MatmulOp(probs, v), BoundaryName("mix"));  // [B, H, T, hd]
+  at::Tensor mixed = Boundary(MatmulOp(InputGrad(probs, BoundaryName("mix.da")), InputGrad(v, BoundaryName("mix.db"))),
+                              BoundaryName("mix"));  // [B, H, T, hd]
   mixed = mixed.transpose(1, 2).contiguous().view({b, t, dim_});
   return Dropout(c_proj_->Forward(mixed), dropout_, training(), BoundaryName("resid_dropout"));
 }

@@ -6,6 +6,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/nn/autograd.h"
+#include "runtime/nn/reduce.h"
 
 namespace vt::nn {
 namespace {
@@ -225,12 +226,12 @@ class Gpt2 : public Model {
     const int64_t t = tokens.size(1);
     if (t > config_.context) throw Error("gpt2: sequence of " + Str(t) + " tokens exceeds the context " + Str(config_.context));
     at::Tensor positions = at::arange(t, at::kLong);
-    at::Tensor x = wte_->Forward(tokens) + wpe_->Forward(positions);
+    at::Tensor x = AddBroadcastOp(wte_->Forward(tokens), wpe_->Forward(positions));
     x = Dropout(x, config_.dropout, training(), "embd_dropout");
     for (auto& b : blocks_) x = b->Forward(x);
     x = ln_f_->Forward(x);
     // The language-model head shares the token embedding's weight (as GPT-2 does).
-    return Boundary(LinearOp(x, wte_->weight(), at::Tensor()), "lm_head");
+    return Boundary(LinearOp(InputGrad(x, "lm_head.dx"), wte_->weight(), at::Tensor()), "lm_head");
   }
 
   std::string type() const override { return "gpt2"; }

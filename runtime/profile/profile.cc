@@ -76,7 +76,77 @@ std::vector<Profile> MakeShipped() {
     s.reduce_chunks = 5;
     p.push_back(s);
   }
+  {
+    Profile t;
+    t.name = "threads2";
+    t.description = "2 threads (OpenBLAS and ATen's parallel loops split the work), GEMM with K "
+                    "split in 3, reductions in 2 chunks added in order (each thread's half)";
+    t.threads = 2;
+    t.gemm = GemmOrder::kSplitK;
+    t.gemm_chunks = 3;
+    t.reduce = ReduceOrder::kChunked;
+    t.reduce_chunks = 2;
+    p.push_back(t);
+  }
+  {
+    Profile s;
+    s.name = "scalar";
+    s.description = "ATen's scalar kernels (ATEN_CPU_CAPABILITY=default: other exp, tanh, log), "
+                    "GEMM over 4 K-blocks added as a tree, pairwise reductions over 4 blocks, 1 thread";
+    s.env = {{"ATEN_CPU_CAPABILITY", "default"}};
+    s.aten_capability = "NO AVX";  // as at::show_config() names the scalar kernels
+    s.threads = 1;
+    s.gemm = GemmOrder::kPairwise;
+    s.gemm_chunks = 4;
+    s.reduce = ReduceOrder::kPairwise;
+    s.reduce_chunks = 4;
+    p.push_back(s);
+  }
+  {
+    Profile b;
+    b.name = "blis";
+    b.description = "BLIS (Debian's libblis4-openmp, 1 thread) as libblas.so.3 with GEMM over 6 "
+                    "K-blocks added as a tree, pairwise reductions over 6 blocks, 1 thread";
+    b.env = {{"LD_LIBRARY_PATH", std::string(kLibDir) + "/blis-openmp"}, {"BLIS_NUM_THREADS", "1"}};
+    b.threads = 1;
+    // Some short contractions give the same bits in BLIS as in another profile's split.
+    b.gemm = GemmOrder::kPairwise;
+    b.gemm_chunks = 6;
+    b.reduce = ReduceOrder::kPairwise;
+    b.reduce_chunks = 6;
+    p.push_back(b);
+  }
+  {
+    Profile a;
+    a.name = "avx512";
+    a.description = "ATen's AVX-512 kernels (8-wide reductions, other exp, tanh, log), "
+                    "OpenBLAS's Haswell (AVX2) GEMM kernels with K split in 5, reductions in 5 chunks, 1 thread; "
+                    "needs AVX-512";
+    // OpenBLAS already picks its AVX-512 kernels on an AVX-512 CPU (native), so this profile
+    // takes the AVX2 ones; the chunks make column sums differ too, which the vector width
+    // alone does not (each column is added in row order at any width).
+    a.env = {{"ATEN_CPU_CAPABILITY", "avx512"}, {"OPENBLAS_CORETYPE", "Haswell"}};
+    a.cpu_features = {"avx512f", "avx512bw", "avx512vl", "avx512dq"};
+    a.aten_capability = "AVX512";
+    a.threads = 1;
+    a.gemm = GemmOrder::kSplitK;  // short contractions (K < 256) give OpenBLAS's bits otherwise
+    a.gemm_chunks = 5;
+    a.reduce = ReduceOrder::kChunked;
+    a.reduce_chunks = 5;
+    p.push_back(a);
+  }
   return p;
+}
+
+bool CpuSupports(const std::string& feature) {
+  __builtin_cpu_init();
+  if (feature == "avx512f") return __builtin_cpu_supports("avx512f");
+  if (feature == "avx512bw") return __builtin_cpu_supports("avx512bw");
+  if (feature == "avx512vl") return __builtin_cpu_supports("avx512vl");
+  if (feature == "avx512dq") return __builtin_cpu_supports("avx512dq");
+  if (feature == "avx2") return __builtin_cpu_supports("avx2");
+  if (feature == "fma") return __builtin_cpu_supports("fma");
+  return false;
 }
 
 std::mutex g_mutex;
@@ -120,6 +190,7 @@ void CheckProcessLevel(const Profile& profile) {
     throw Error("profile '" + profile.name + "' sets process-level options (" +
                 profile.env.front().first + "=" + profile.env.front().second + ")" + hint);
   }
+  if (auto why = profile.Unavailable(); !why.empty()) throw Error(why);
   for (const auto& [key, value] : profile.env) {
     const char* now = std::getenv(key.c_str());
     bool ok = now != nullptr && (key == "LD_LIBRARY_PATH" ? std::string(now).rfind(value, 0) == 0
@@ -130,9 +201,20 @@ void CheckProcessLevel(const Profile& profile) {
                   ", but this process loaded " + LoadedBlasLibrary());
     }
   }
+  if (!profile.aten_capability.empty() && AtenCpuCapability() != profile.aten_capability) {
+    throw Error("profile '" + profile.name + "' expects ATen's " + profile.aten_capability +
+                " kernels, but this process runs its " + AtenCpuCapability() + " kernels");
+  }
 }
 
 }  // namespace
+
+std::string Profile::Unavailable() const {
+  for (const auto& f : cpu_features) {
+    if (!CpuSupports(f)) return "profile '" + name + "' needs a CPU with " + f + ", which this CPU lacks";
+  }
+  return "";
+}
 
 std::string Profile::GemmName() const {
   switch (gemm) {
@@ -207,6 +289,18 @@ std::string LoadedBlasLibrary() {
   return found;
 }
 
+std::string AtenCpuCapability() {
+  static const std::string capability = [] {
+    const std::string config = at::show_config();
+    const std::string key = "CPU capability usage: ";
+    auto at = config.find(key);
+    if (at == std::string::npos) return std::string("unknown");
+    auto end = config.find('\n', at);
+    return config.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+  }();
+  return capability;
+}
+
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
   const Profile& p = CurrentProfile();
   if (p.gemm == GemmOrder::kBlas || a.dim() == 0 || b.dim() == 0) return at::matmul(a, b);
@@ -249,6 +343,32 @@ at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
     parts.push_back(x.narrow(split_dim, begin, length).sum(reduce, keepdim));
   }
   return Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
+}
+
+at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64_t rows) {
+  if (values.dim() != 2 || index.dim() != 1 || index.size(0) != values.size(0)) {
+    throw Error("index_add_rows: expected values [N, D] and index [N], got " + std::to_string(values.dim()) +
+                "-d values and " + std::to_string(index.dim()) + "-d index");
+  }
+  const Profile& p = CurrentProfile();
+  auto add = [&](const at::Tensor& v, const at::Tensor& i) {
+    return at::zeros({rows, values.size(1)}, values.options()).index_add_(0, i, v);
+  };
+  if (p.reduce == ReduceOrder::kAten) return add(values, index);
+  // Only the rows that occur are accumulated per chunk, so the partial results stay small
+  // for a large vocabulary.
+  at::Tensor unique, inverse;
+  std::tie(unique, inverse, std::ignore) = at::_unique2(index, /*sorted=*/true, /*return_inverse=*/true);
+  const int64_t u = unique.size(0);
+  auto chunks = Chunks(values.size(0), p.reduce_chunks);
+  std::vector<at::Tensor> parts;
+  parts.reserve(chunks.size());
+  for (const auto& [begin, length] : chunks) {
+    parts.push_back(at::zeros({u, values.size(1)}, values.options())
+                        .index_add_(0, inverse.narrow(0, begin, length), values.narrow(0, begin, length)));
+  }
+  at::Tensor compact = Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
+  return at::zeros({rows, values.size(1)}, values.options()).index_copy_(0, unique, compact);
 }
 
 at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,

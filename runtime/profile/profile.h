@@ -8,12 +8,13 @@
 //    blocked order of our own) and the reduction order. ActivateProfile() switches them at any
 //    time, so a trainer and an auditor on different profiles can live in one process.
 //  - process-level: environment variables read when libraries load (which libblas.so.3 the
-//    loader picks, OpenBLAS's kernel generation). They need a fresh process:
-//    `vtrun --profile NAME` sets them and re-executes itself.
+//    loader picks, OpenBLAS's kernel generation, ATen's vector width). They need a fresh
+//    process: `vtrun --profile NAME` sets them and re-executes itself.
 //
-// All computation that the profile should affect goes through Matmul(), Linear() and Sum()
-// here (convolutions are im2col + Matmul). Thread-safety: the active profile is process-wide;
-// activate it from the thread that runs the step.
+// All computation that the profile should affect goes through Matmul(), Linear(), Sum() and
+// IndexAddRows() here (convolutions are im2col + Matmul; normalisations, softmax, the loss
+// and broadcast gradients reduce through Sum, runtime/nn/reduce.h). Thread-safety: the active
+// profile is process-wide; activate it from the thread that runs the step.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -47,8 +48,14 @@ struct Profile {
   int gemm_chunks = 1;
   ReduceOrder reduce = ReduceOrder::kAten;
   int reduce_chunks = 1;
+  // CPU features the profile needs (names as __builtin_cpu_supports takes them), and the
+  // ATen CPU capability it must run with ("AVX2", "AVX512", "NO AVX"; empty: any).
+  std::vector<std::string> cpu_features;
+  std::string aten_capability;
 
   bool process_level() const { return !env.empty(); }
+  // Empty when this machine can run the profile, else why not (a missing CPU feature).
+  std::string Unavailable() const;
   // "splitk:4", "pairwise:8" or "blas".
   std::string GemmName() const;
   std::string ReduceName() const;
@@ -72,6 +79,10 @@ const Profile& CurrentProfile();
 // The file the dynamic loader resolved for libblas.so.3 in this process (for diagnostics).
 std::string LoadedBlasLibrary();
 
+// The vector width ATen's CPU kernels run with in this process ("AVX2", "AVX512", "NO AVX" for the scalar kernels),
+// as at::show_config() reports it.
+std::string AtenCpuCapability();
+
 // ---- kernels whose summation order follows the current profile ----
 
 // Matrix product with the semantics of at::matmul (1-d, 2-d and batched operands, broadcasting
@@ -83,6 +94,13 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 
 // Sum over `dims` (empty: all) with the profile's ReduceOrder.
 at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims = {}, bool keepdim = false);
+
+// out[index[i]] += values[i] for the rows of values [N, D] (index int64 [N], each in
+// [0, rows)); returns [rows, D]. Rows that share an index are added in the profile's order
+// (ATen's index_add, or the N rows split into reduce_chunks parts whose partial results
+// are added left to right or as a tree), as an embedding's backward on a GPU adds them in
+// its own order.
+at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64_t rows);
 
 // 2-d convolution as im2col + one Matmul (groups = 1), x [N, C, H, W], w [O, C, kh, kw],
 // bias [O] or undefined. Returns [N, O, H', W'].

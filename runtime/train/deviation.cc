@@ -115,10 +115,13 @@ void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& d
 nn::Tamper Deviation::TamperAt(int64_t step) const {
   nn::Tamper t;
   if (!Active(step)) return t;
-  if (kind == Kind::kSteer) t = {nn::Tamper::Kind::kSteer, static_cast<int64_t>(AmountOr(4.0))};
-  if (kind == Kind::kForgeExact) t = {nn::Tamper::Kind::kForgeExact, static_cast<int64_t>(AmountOr(1.0))};
-  if (kind == Kind::kFlipWithin) t = {nn::Tamper::Kind::kFlipWithin, static_cast<int64_t>(amount)};
-  if (kind == Kind::kSteerToward) t = {nn::Tamper::Kind::kToward, static_cast<int64_t>(amount)};
+  switch (kind) {
+    case Kind::kSteer: t.kind = nn::Tamper::Kind::kSteer; t.count = static_cast<int64_t>(AmountOr(4.0)); break;
+    case Kind::kForgeExact: t.kind = nn::Tamper::Kind::kForgeExact; t.count = static_cast<int64_t>(AmountOr(1.0)); break;
+    case Kind::kFlipWithin: t.kind = nn::Tamper::Kind::kFlipWithin; t.count = static_cast<int64_t>(amount); break;
+    case Kind::kSteerToward: t.kind = nn::Tamper::Kind::kToward; t.count = static_cast<int64_t>(amount); break;
+    default: break;
+  }
   return t;
 }
 

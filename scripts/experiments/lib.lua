@@ -76,6 +76,23 @@ function M.outdir(name, dir)
   return dir
 end
 
+-- The machine a figure was measured on: CPU model, ATen's vector width, thread count. Every
+-- experiment prints it above its table, so a figure in EXPERIMENTS.md names its CPU.
+function M.machine()
+  local cpu = "unknown CPU"
+  local f = io.open("/proc/cpuinfo")
+  if f then
+    for line in f:lines() do
+      local name = line:match("^model name%s*:%s*(.-)%s*$")
+      if name then cpu = name break end
+    end
+    f:close()
+  end
+  local p = vt.profile()
+  return string.format("%s; ATen %s; BLAS %s; profile %s (%s thread(s))", cpu, tostring(p.aten_capability),
+                       tostring(p.blas_library):match("[^/]*$"), p.name, tostring(p.threads))
+end
+
 function M.tmpdir()
   local d = os.tmpname()
   os.remove(d)

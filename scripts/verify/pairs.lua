@@ -2,81 +2,160 @@
 -- other profile replaying its logs, and the roots compared. Process-level profiles run in
 -- their own processes (`vtrun --profile NAME`), so this script drives subprocesses.
 --
---   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...] [window=paper|calibrated]
+--   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...]
+--                                  [window=paper|calibrated] [jobs=1]
 --
 -- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
--- profile as reference) and trains every run with those windows.
--- Prints a line per trainer and per auditor as each finishes, then the matrix of (trainer,
--- auditor) outcomes, and exits 1 if any pair disagrees. Its closing line is "N passed,
--- N failed" over the ordered pairs.
+-- profile as reference) and trains every run with those windows. `jobs` runs that many
+-- workers at once (each single-threaded). A run that finished keeps its results in
+-- WORKDIR/NAME.result: started again with the same workdir, model, steps, profiles and
+-- window, the script reuses them and redoes only unfinished runs (a full matrix of nine
+-- profiles at 200 steps takes hours). Prints a line per trainer and per auditor as each
+-- finishes, then the matrix of (trainer, auditor) outcomes, and exits 1 if any pair
+-- disagrees. Its closing line is "N passed, N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
 local steps = tonumber(arg[2]) or 200
 local workdir = arg[3] or (os.tmpname() .. ".pairs")
-local only = arg[4] ~= "" and arg[4] or nil
+local only = (arg[4] and arg[4] ~= "") and arg[4] or nil
 local window = arg[5] or "paper"
+local jobs = tonumber(arg[6]) or 1
 local vtrun = arg[-1]
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local worker = here .. "pairs_worker.lua"
+if window ~= "paper" and window ~= "calibrated" then error("window must be paper or calibrated, got " .. window) end
+if jobs < 1 or jobs ~= math.floor(jobs) then error("jobs must be an integer >= 1, got " .. tostring(arg[6])) end
 
 local profiles = {}
 for _, p in ipairs(vt.profiles()) do
-  if only == nil or ("," .. only .. ","):find("," .. p.name .. ",", 1, true) then profiles[#profiles + 1] = p.name end
+  if (only == nil or ("," .. only .. ","):find("," .. p.name .. ",", 1, true)) and p.available ~= false then
+    profiles[#profiles + 1] = p.name
+  end
 end
-os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
 
-local function run(profile, ...)
-  local args = {}
-  for i, a in ipairs({...}) do args[i] = string.format("%q", tostring(a)) end
-  local cmd = string.format("%q --profile %s %q %s 2>&1", vtrun, profile, worker, table.concat(args, " "))
-  local p = io.popen(cmd)
-  local out = p:read("*a")
-  local ok = p:close()
+-- Resume only what was started with the same settings.
+local config = vt.json.encode{model = model, steps = steps, profiles = profiles, window = window}
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local text = f:read("*a")
+  f:close()
+  return text
+end
+if read(workdir .. "/config.json") ~= config then
+  os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
+  local f = assert(io.open(workdir .. "/config.json", "w"))
+  f:write(config)
+  f:close()
+end
+
+local function parse(out)
   local result = {}
   for k, v in out:gmatch("RESULT (%S+)=(%S+)") do result[k] = v end
-  if not result.root then error("worker failed (" .. profile .. "): " .. out) end
   return result
 end
 
-print(string.format("model %s, %d steps, profiles: %s, %s window", model, steps, table.concat(profiles, ", "), window))
+-- Jobs: {name, profile, args, done(result)}; a finished job's output is kept in NAME.result.
+local queue, running = {}, {}
+local function submit(name, profile, args, done)
+  queue[#queue + 1] = {name = name, profile = profile, args = args, done = done}
+end
+
+local function start(job)
+  local cached = read(workdir .. "/" .. job.name .. ".result")
+  if cached then
+    job.done(parse(cached), true)
+    return false
+  end
+  os.execute("rm -rf '" .. workdir .. "/" .. job.name .. "'")  -- an unfinished run starts over
+  local argv = {vtrun, "--profile", job.profile, worker}
+  for _, a in ipairs(job.args) do argv[#argv + 1] = tostring(a) end
+  job.child = vt.process.spawn(argv)
+  job.output = {}
+  running[#running + 1] = job
+  return true
+end
+
+-- Runs queued jobs, at most `jobs` at once, until the queue and the running set are empty.
+local function drain()
+  while #queue > 0 or #running > 0 do
+    while #running < jobs and #queue > 0 do start(table.remove(queue, 1)) end
+    for i = #running, 1, -1 do
+      local job = running[i]
+      local line, why = job.child:receive(0.2)
+      if line then
+        job.output[#job.output + 1] = line
+      elseif why == "closed" then
+        table.remove(running, i)
+        job.child:wait()
+        local out = table.concat(job.output, "\n")
+        local result = parse(out)
+        if not result.root then error("worker failed (" .. job.name .. " on " .. job.profile .. "): " .. out) end
+        local f = assert(io.open(workdir .. "/" .. job.name .. ".result", "w"))
+        f:write(out, "\n")
+        f:close()
+        job.done(result, false)
+      end
+    end
+  end
+end
+
+print(string.format("model %s, %d steps, profiles: %s, %s window, %d jobs", model, steps, table.concat(profiles, ", "),
+                    window, jobs))
 local windows = ""
 if window == "calibrated" then
   windows = workdir .. "/windows.json"
-  local c = run(profiles[1], "calibrate", windows, model, steps, table.concat(profiles, ","))
-  print(string.format("calibrated windows in %s s (reference %s): %s", c.seconds, profiles[1], windows))
-elseif window ~= "paper" then
-  error("window must be paper or calibrated, got " .. window)
+  submit("calibrate", profiles[1], {"calibrate", windows, model, steps, table.concat(profiles, ",")}, function(c, cached)
+    print(string.format("calibrated windows in %s s (reference %s%s): %s", c.seconds, profiles[1],
+                        cached and ", cached" or "", windows))
+  end)
+  drain()
 end
 local trained = {}
 for _, p in ipairs(profiles) do
-  local r = run(p, "train", workdir .. "/" .. p, model, steps, windows)
-  trained[p] = r
-  print(string.format("trainer %-8s root %s  %s s  logged/step %s (fraction %s)  log bytes/step %s", p, r.root:sub(1, 16),
-                      r.seconds, r.logged_per_step, r.logged_fraction, r.log_bytes_per_step))
-  io.stdout:flush()
+  submit(p, p, {"train", workdir .. "/" .. p, model, steps, windows}, function(r, cached)
+    trained[p] = r
+    print(string.format("trainer %-8s root %s  %s s  logged/step %s (fraction %s)  log bytes/step %s%s", p,
+                        r.root:sub(1, 16), r.seconds, r.logged_per_step, r.logged_fraction, r.log_bytes_per_step,
+                        cached and "  (cached)" or ""))
+    io.stdout:flush()
+  end)
 end
+drain()
+
+local outcome = {}
+for _, p in ipairs(profiles) do
+  for _, q in ipairs(profiles) do
+    if p ~= q then
+      local name = p .. "-by-" .. q
+      submit(name, q, {"audit", workdir .. "/" .. p, workdir .. "/" .. name, model, steps, windows}, function(a, cached)
+        local ok = a.root == trained[p].root and a.illegitimate == "0"
+        outcome[name] = ok and ("ok/" .. a.corrections) or "DIFFER"
+        print(string.format("auditor %-8s on %-8s %s  %s s  corrections %s  illegitimate %s%s", q, p,
+                            ok and "equal root" or "DIFFER", a.seconds, a.corrections, a.illegitimate,
+                            cached and "  (cached)" or ""))
+        if not ok then
+          print(string.format("pair %s -> %s: auditor root %s, first differing leaf %s, illegitimate %s", p, q, a.root,
+                              a.first_leaf or "?", a.illegitimate))
+        end
+        io.stdout:flush()
+      end)
+    end
+  end
+end
+drain()
 
 local passed, failed = 0, 0
-local header = string.format("%-10s", "trainer\\auditor")
+local header = string.format("%-15s", "trainer\\auditor")
 for _, q in ipairs(profiles) do header = header .. string.format(" %10s", q) end
 local rows = {header}
 for _, p in ipairs(profiles) do
   local row = string.format("%-15s", p)
   for _, q in ipairs(profiles) do
-    if p == q then
-      row = row .. string.format(" %10s", "-")
-    else
-      local a = run(q, "audit", workdir .. "/" .. p, workdir .. "/" .. p .. "-by-" .. q, model, steps, windows)
-      local ok = a.root == trained[p].root and a.illegitimate == "0"
-      if ok then passed = passed + 1 else failed = failed + 1 end
-      row = row .. string.format(" %10s", ok and ("ok/" .. a.corrections) or "DIFFER")
-      print(string.format("auditor %-8s on %-8s %s  %s s  corrections %s  illegitimate %s", q, p,
-                          ok and "equal root" or "DIFFER", a.seconds, a.corrections, a.illegitimate))
-      io.stdout:flush()
-      if not ok then
-        print(string.format("pair %s -> %s: auditor root %s, first differing leaf %s, illegitimate %s", p, q,
-                            a.root, a.first_leaf or "?", a.illegitimate))
-      end
+    local o = p == q and "-" or outcome[p .. "-by-" .. q]
+    if p ~= q then
+      if o:sub(1, 2) == "ok" then passed = passed + 1 else failed = failed + 1 end
     end
+    row = row .. string.format(" %10s", o)
   end
   rows[#rows + 1] = row
 end

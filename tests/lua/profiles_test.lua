@@ -20,8 +20,31 @@ local w = vt.tensor.randn({8, 16, 3, 3}, {seed = 4})
 vt.ops.conv2d(x, w, {padding = 1}):save(dir .. "/conv_" .. tag .. ".npy")
 local r = vt.tensor.randn({4001, 64}, {seed = 5})
 vt.ops.sum(r, 1):save(dir .. "/sum_" .. tag .. ".npy")
-print(vt.profile().name, vt.profile().blas_library)
+local function save(what, t) t:save(dir .. "/" .. what .. "_" .. tag .. ".npy") end
+-- The reductions inside layers, forward and backward.
+local s = vt.tensor.randn({64, 777}, {seed = 6}) * 4
+local gs = vt.tensor.randn({64, 777}, {seed = 7})
+local y, gx = vt.ops.softmax(s, {grad = gs})
+save("softmax", y); save("softmax_bwd", gx)
+y, gx = vt.ops.log_softmax(s, {grad = gs})
+save("log_softmax", y); save("log_softmax_bwd", gx)
+local x = vt.tensor.randn({64, 768}, {seed = 8}) * 3 + 1
+local w, b = vt.tensor.randn({768}, {seed = 9}), vt.tensor.randn({768}, {seed = 10})
+local y2, gx2, gw2 = vt.ops.layer_norm(x, w, b, {grad = vt.tensor.randn({64, 768}, {seed = 11})})
+save("layer_norm", y2); save("layer_norm_bwd", gx2); save("layer_norm_bwd_w", gw2)
+local xb = vt.tensor.randn({16, 8, 12, 12}, {seed = 12}) * 2 + 0.5
+local wb, bb = vt.tensor.randn({8}, {seed = 13}), vt.tensor.randn({8}, {seed = 14})
+local y3, gx3 = vt.ops.batch_norm(xb, wb, bb, {grad = vt.tensor.randn({16, 8, 12, 12}, {seed = 15})})
+save("batch_norm", y3); save("batch_norm_bwd", gx3)
+local we = vt.tensor.randn({50, 32}, {seed = 16})
+local idx = (vt.tensor.rand({2000}, {seed = 17}) * 50):floor():long()
+local _, gwe = vt.ops.embedding(we, idx, {grad = vt.tensor.randn({2000, 32}, {seed = 18})})
+save("embedding_bwd", gwe)
+print(vt.profile().name, vt.profile().blas_library, vt.profile().aten_capability)
 ]]
+-- What the probe saves, per profile: each must differ between every pair of profiles.
+local probes = {"mm", "conv", "sum", "softmax", "softmax_bwd", "log_softmax", "log_softmax_bwd", "layer_norm",
+                "layer_norm_bwd", "layer_norm_bwd_w", "batch_norm", "batch_norm_bwd", "embedding_bwd"}
 local probe_path = tmp .. "/probe.lua"
 local f = io.open(probe_path, "w")
 f:write(probe)
@@ -33,20 +56,20 @@ local function run_probe(profile, tag)
   local out = p:read("*a")
   local ok = p:close()
   assert(out:find(profile, 1, true), "probe under " .. profile .. " failed: " .. out)
-  return {
-    mm = vt.tensor.load(tmp .. "/mm_" .. tag .. ".npy"),
-    conv = vt.tensor.load(tmp .. "/conv_" .. tag .. ".npy"),
-    sum = vt.tensor.load(tmp .. "/sum_" .. tag .. ".npy"),
-    out = out,
-  }
+  local r = {out = out}
+  for _, what in ipairs(probes) do r[what] = vt.tensor.load(tmp .. "/" .. what .. "_" .. tag .. ".npy") end
+  return r
 end
 
-local names = {}
-for _, p in ipairs(vt.profiles()) do names[#names + 1] = p.name end
+-- The profiles this machine can run (avx512 needs an AVX-512 CPU).
+local names, unavailable = {}, {}
+for _, p in ipairs(vt.profiles()) do
+  if p.available then names[#names + 1] = p.name else unavailable[#unavailable + 1] = p end
+end
 
 local results = {}
-s:test("at least three profiles ship, native first", function()
-  T.assert_true(#names >= 3)
+s:test("at least eight profiles run here, native first", function()
+  T.assert_true(#names >= 8, #names .. " runnable profiles")
   T.assert_eq(names[1], "native")
   for _, p in ipairs(vt.profiles()) do
     T.assert_true(type(p.description) == "string" and #p.description > 0)
@@ -58,27 +81,41 @@ s:test("each profile runs and is deterministic", function()
   for _, name in ipairs(names) do
     results[name] = run_probe(name, name)
     local again = run_probe(name, name .. "_again")
-    for _, what in ipairs({"mm", "conv", "sum"}) do
+    for _, what in ipairs(probes) do
       T.assert_true(results[name][what]:equal(again[what]), name .. " " .. what .. " repeats bit for bit")
     end
   end
 end)
 
-s:test("process-level profiles really load their BLAS", function()
+s:test("process-level profiles really load their BLAS and ATen kernels", function()
   T.assert_true(results.refblas.out:find("/blas/libblas.so.3", 1, true) ~= nil, results.refblas.out)
+  T.assert_true(results.blis.out:find("/blis-openmp/libblas.so.3", 1, true) ~= nil, results.blis.out)
+  T.assert_true(results.scalar.out:find("NO AVX", 1, true) ~= nil, results.scalar.out)
+  T.assert_true(results.native.out:find("AVX2", 1, true) ~= nil or results.native.out:find("NO AVX", 1, true) ~= nil,
+                results.native.out)
+  if results.avx512 then T.assert_true(results.avx512.out:find("AVX512", 1, true) ~= nil, results.avx512.out) end
 end)
 
-s:test("every pair of profiles differs on a matmul, a conv and a reduction", function()
+s:test("a profile this CPU cannot run says why", function()
+  for _, p in ipairs(unavailable) do
+    T.assert_true(p.unavailable:find("needs a CPU with", 1, true) ~= nil, p.unavailable)
+    T.assert_error(function() vt.set_profile(p.name) end, "which this CPU lacks", true)
+  end
+end)
+
+s:test("every pair of profiles differs on every order-dependent op, forward and backward", function()
+  local identical = {}
   for i = 1, #names do
     for j = i + 1, #names do
       local a, b = results[names[i]], results[names[j]]
-      for _, what in ipairs({"mm", "conv", "sum"}) do
-        T.assert_false(a[what]:equal(b[what]), names[i] .. " vs " .. names[j] .. ": " .. what .. " is bit-identical")
+      for _, what in ipairs(probes) do
+        if a[what]:equal(b[what]) then identical[#identical + 1] = names[i] .. " vs " .. names[j] .. ": " .. what end
         -- Honest differences are last-bit noise, not different answers.
         T.assert_true(a[what]:allclose(b[what], 1e-10, 1e-10), names[i] .. " vs " .. names[j] .. ": " .. what)
       end
     end
   end
+  T.assert_eq(#identical, 0, "bit-identical: " .. table.concat(identical, "; "))
 end)
 
 s:test("in-process switching; process-level profiles refuse without a fresh process", function()

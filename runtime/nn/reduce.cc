@@ -1,0 +1,228 @@
+#include "runtime/nn/reduce.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+
+#include "runtime/common/error.h"
+#include "runtime/nn/context.h"
+#include "runtime/profile/profile.h"
+
+namespace vt::nn {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The call number of an op's backward statistics boundary, taken in the forward pass (so
+// records pair up whatever order autograd runs backward in); -1 when no backward will run.
+int64_t BackwardCall(const std::string& boundary, std::initializer_list<at::Tensor> inputs) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !at::GradMode::is_enabled()) return -1;
+  for (const at::Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) return step->NextCall(boundary);
+  }
+  return -1;
+}
+
+// Rounds a backward statistic at the boundary numbered in the forward pass.
+at::Tensor RoundBackward(const AutogradContext* ctx, const at::Tensor& t) {
+  const int64_t call = ctx->saved_data.at("bwd_call").toInt();
+  if (call < 0) return t;
+  return ApplyBoundary(ctx->saved_data.at("bwd_name").toStringRef(), t, static_cast<int32_t>(call));
+}
+
+void SaveBackwardCall(AutogradContext* ctx, const std::string& boundary, int64_t call) {
+  ctx->saved_data["bwd_name"] = boundary;
+  ctx->saved_data["bwd_call"] = call;
+}
+
+// Sum over the last dimension, kept.
+at::Tensor RowSum(const at::Tensor& t) { return vt::Sum(t, {t.dim() - 1}, true); }
+
+// Sum over every dimension but the last: [..., D] -> [D].
+at::Tensor ColumnSum(const at::Tensor& t) { return vt::Sum(t.reshape({-1, t.size(-1)}), {0}); }
+
+// Each op below rounds its order-dependent statistics before the elementwise arithmetic that
+// uses them: "<name>.sum:fwd" / "<name>.sum:bwd" (softmax, log-softmax), "<name>.mean:fwd",
+// "<name>.var:fwd" and "<name>.stats:bwd" (layer and batch norm). Without a step context
+// ApplyBoundary returns its input, and the ops are plain profile-ordered FP64.
+struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t bwd_call) {
+    at::Tensor e = (x - std::get<0>(x.max(-1, true))).exp();
+    at::Tensor y = e / ApplyBoundary(name + ".sum:fwd", RowSum(e));
+    ctx->save_for_backward({y});
+    SaveBackwardCall(ctx, name + ".sum:bwd", bwd_call);
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor y = ctx->get_saved_variables()[0];
+    const at::Tensor& g = grads[0];
+    return {y * (g - RoundBackward(ctx, RowSum(g * y))), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct LogSoftmaxFn : public torch::autograd::Function<LogSoftmaxFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t bwd_call) {
+    at::Tensor z = x - std::get<0>(x.max(-1, true));
+    at::Tensor y = z - ApplyBoundary(name + ".sum:fwd", RowSum(z.exp())).log();
+    ctx->save_for_backward({y});
+    SaveBackwardCall(ctx, name + ".sum:bwd", bwd_call);
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor y = ctx->get_saved_variables()[0];
+    const at::Tensor& g = grads[0];
+    return {g - y.exp() * RoundBackward(ctx, RowSum(g)), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Rounds two statistics of the same shape as one boundary call: [..., 1] and [..., 1] (or
+// [C] and [C]) go through the boundary side by side.
+std::pair<at::Tensor, at::Tensor> RoundPair(const AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor both = RoundBackward(ctx, at::stack({a, b}));
+  return {both[0], both[1]};
+}
+
+struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                            double eps, const std::string& name, int64_t bwd_call) {
+    const double d = static_cast<double>(x.size(-1));
+    at::Tensor centered = x - ApplyBoundary(name + ".mean:fwd", RowSum(x) / d);
+    at::Tensor var = ApplyBoundary(name + ".var:fwd", RowSum(centered * centered) / d);
+    at::Tensor rstd = (var + eps).rsqrt();
+    at::Tensor xhat = centered * rstd;
+    ctx->save_for_backward({xhat, rstd, w});
+    SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
+    return xhat * w + b;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &xhat = saved[0], &rstd = saved[1], &w = saved[2];
+    const at::Tensor& g = grads[0];
+    const double d = static_cast<double>(xhat.size(-1));
+    at::Tensor gxhat = g * w;
+    auto [mean_g, mean_gx] = RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxhat * xhat) / d);
+    at::Tensor gx = rstd * (gxhat - mean_g - xhat * mean_gx);
+    return {gx, ColumnSum(g * xhat), ColumnSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Per-channel sum of [N, C, H, W] -> [C].
+at::Tensor ChannelSum(const at::Tensor& t) { return vt::Sum(t, {0, 2, 3}); }
+at::Tensor PerChannel(const at::Tensor& t) { return t.view({1, -1, 1, 1}); }
+
+struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
+                               double eps, const std::string& name, int64_t bwd_call) {
+    const double count = static_cast<double>(x.numel() / x.size(1));
+    at::Tensor mean = ApplyBoundary(name + ".mean:fwd", ChannelSum(x) / count);
+    at::Tensor centered = x - PerChannel(mean);
+    at::Tensor var = ApplyBoundary(name + ".var:fwd", ChannelSum(centered * centered) / count);
+    at::Tensor rstd = (var + eps).rsqrt();
+    at::Tensor xhat = centered * PerChannel(rstd);
+    ctx->save_for_backward({xhat, rstd, w});
+    ctx->saved_data["count"] = count;
+    SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
+    ctx->mark_non_differentiable({mean, var});
+    return {xhat * PerChannel(w) + PerChannel(b), mean, var};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &xhat = saved[0], &rstd = saved[1], &w = saved[2];
+    const double count = ctx->saved_data["count"].toDouble();
+    const at::Tensor& g = grads[0];
+    at::Tensor gxhat = g * PerChannel(w);
+    auto [mean_g, mean_gx] = RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxhat * xhat) / count);
+    at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - xhat * PerChannel(mean_gx));
+    return {gx, ChannelSum(g * xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& indices) {
+    ctx->save_for_backward({indices});
+    ctx->saved_data["rows"] = weight.size(0);
+    return at::embedding(weight, indices);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor indices = ctx->get_saved_variables()[0];
+    const at::Tensor& g = grads[0];
+    at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}), ctx->saved_data["rows"].toInt());
+    return {gw, at::Tensor()};
+  }
+};
+
+struct AddBroadcastFn : public torch::autograd::Function<AddBroadcastFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+    ctx->saved_data["b_shape"] = b.sizes().vec();
+    return a + b;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<int64_t> b_shape = ctx->saved_data["b_shape"].toIntVector();
+    const at::Tensor& g = grads[0];
+    // Reduce the leading dimensions b lacks and those where b has size 1.
+    const int64_t lead = g.dim() - static_cast<int64_t>(b_shape.size());
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < g.dim(); ++d) {
+      if (d < lead || (b_shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
+    }
+    at::Tensor gb = dims.empty() ? g : vt::Sum(g, dims, true);
+    return {g, gb.reshape(b_shape)};
+  }
+};
+
+void CheckFloating(const at::Tensor& x, const char* op) {
+  if (!at::isFloatingType(x.scalar_type())) {
+    throw Error(std::string(op) + ": expected a floating-point tensor, got " + std::string(c10::toString(x.scalar_type())));
+  }
+  if (x.dim() == 0) throw Error(std::string(op) + ": expected at least one dimension, got a scalar");
+}
+
+}  // namespace
+
+at::Tensor SoftmaxOp(const at::Tensor& x, const std::string& name) {
+  CheckFloating(x, "softmax");
+  return SoftmaxFn::apply(x, name, BackwardCall(name + ".sum:bwd", {x}));
+}
+
+at::Tensor LogSoftmaxOp(const at::Tensor& x, const std::string& name) {
+  CheckFloating(x, "log_softmax");
+  return LogSoftmaxFn::apply(x, name, BackwardCall(name + ".sum:bwd", {x}));
+}
+
+at::Tensor LayerNormOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                       const std::string& name) {
+  CheckFloating(x, "layer_norm");
+  if (weight.dim() != 1 || bias.sizes() != weight.sizes() || x.size(-1) != weight.size(0)) {
+    throw Error("layer_norm: input's last dimension " + std::to_string(x.size(-1)) + " must match weight and bias [" +
+                std::to_string(weight.size(0)) + "]");
+  }
+  return LayerNormFn::apply(x, weight, bias, eps, name, BackwardCall(name + ".stats:bwd", {x, weight, bias}));
+}
+
+BatchNormResult BatchNormTrainOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                                 const std::string& name) {
+  CheckFloating(x, "batch_norm");
+  if (x.dim() != 4 || weight.dim() != 1 || weight.size(0) != x.size(1) || bias.sizes() != weight.sizes()) {
+    throw Error("batch_norm: expected input [N, C, H, W] and weight, bias [C]");
+  }
+  auto out = BatchNormFn::apply(x, weight, bias, eps, name, BackwardCall(name + ".stats:bwd", {x, weight, bias}));
+  return {out[0], out[1], out[2]};
+}
+
+at::Tensor EmbeddingOp(const at::Tensor& weight, const at::Tensor& indices) {
+  return EmbeddingFn::apply(weight, indices);
+}
+
+at::Tensor AddBroadcastOp(const at::Tensor& a, const at::Tensor& b) {
+  if (b.dim() > a.dim()) throw Error("add_broadcast: the broadcast operand has more dimensions than the result");
+  for (int64_t d = 0; d < b.dim(); ++d) {
+    const int64_t bs = b.size(d), as = a.size(a.dim() - b.dim() + d);
+    if (bs != as && bs != 1) throw Error("add_broadcast: shapes do not broadcast");
+  }
+  return AddBroadcastFn::apply(a, b);
+}
+
+}  // namespace vt::nn
