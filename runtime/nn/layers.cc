@@ -62,7 +62,7 @@ at::Tensor BatchNorm2d::Forward(const at::Tensor& x) {
   auto per_channel = [&](const at::Tensor& t) { return t.view({1, c, 1, 1}); };
   if (training()) {
     const double count = static_cast<double>(x.numel() / c);
-    BatchNormResult bn = BatchNormTrainOp(InputGrad(x, BoundaryName("dx")), *weight_, *bias_, kNormEps, BoundaryName());
+    BatchNormResult bn = BatchNormTrainOp(x, *weight_, *bias_, kNormEps, BoundaryName());
     {
       at::NoGradGuard no_grad;
       const double unbias = count / std::max(1.0, count - 1.0);
@@ -84,8 +84,7 @@ LayerNorm::LayerNorm(int64_t dim, const std::string& full_name) : Module(full_na
 }
 
 at::Tensor LayerNorm::Forward(const at::Tensor& x) {
-  return Boundary(LayerNormOp(InputGrad(x, BoundaryName("dx")), *weight_, *bias_, kNormEps, BoundaryName()),
-                  BoundaryName());
+  return Boundary(LayerNormOp(x, *weight_, *bias_, kNormEps, BoundaryName()), BoundaryName());
 }
 
 Embedding::Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name, double init_std)
@@ -123,7 +122,7 @@ at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
 }
 
 at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& targets) {
-  at::Tensor log_probs = Boundary(LogSoftmaxOp(InputGrad(logits, "log_softmax.dx"), "log_softmax"), "log_softmax");
+  at::Tensor log_probs = Boundary(LogSoftmaxOp(logits, "log_softmax"), "log_softmax");
   at::Tensor picked = log_probs.gather(1, targets.view({-1, 1})).view({-1});
   const double n = static_cast<double>(targets.numel());
   return Boundary(-vt::Sum(picked, {0}) / n, "loss");
@@ -154,8 +153,7 @@ at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
                                BoundaryName("scores"));
   at::Tensor causal = at::ones({t, t}, at::TensorOptions().dtype(at::kBool)).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
-  at::Tensor probs = Boundary(SoftmaxOp(InputGrad(scores, BoundaryName("softmax.dx")), BoundaryName("softmax")),
-                              BoundaryName("softmax"));
+  at::Tensor probs = Boundary(SoftmaxOp(scores, BoundaryName("softmax")), BoundaryName("softmax"));
   probs = Dropout(probs, dropout_, training(), BoundaryName("attn_dropout"));
   at::Tensor mixed = Boundary(MatmulOp(InputGrad(probs, BoundaryName("mix.da")), InputGrad(v, BoundaryName("mix.db"))),
                               BoundaryName("mix"));  // [B, H, T, hd]

@@ -1,11 +1,12 @@
 // Layers of the rounded engine. Each layer's output that depends on summation order or on a
 // transcendental function passes through a boundary named after the layer ("fc:fwd" and, in
 // backward, "fc:bwd"); pure data movement (ReLU, reshapes, embedding lookup, max pooling,
-// dropout masking) needs none (ROUNDING.md, "Where rounding happens"). In backward, an op whose
-// input gradient depends on summation order rounds it where it is produced ("fc.dx:bwd",
+// dropout masking) needs none (ROUNDING.md, "Where rounding happens"). In backward, a product's
+// input gradient (a GEMM in the profile's order) is rounded where it is produced ("fc.dx:bwd",
 // "attn.scores.da:bwd"), and norms and softmaxes round the statistics they reduce
-// ("ln_1.mean:fwd", "ln_1.var:fwd", "ln_1.stats:bwd", "softmax.sum:fwd"): no order-dependent
-// value meets a residual sum, a shortcut, GELU or an index-add unrounded.
+// ("ln_1.mean:fwd", "ln_1.var:fwd", "ln_1.stats:bwd", "softmax.sum:fwd"), which leaves their
+// input gradients elementwise functions of rounded values: no order-dependent value meets a
+// residual sum, a shortcut, GELU or an index-add unrounded.
 //
 // Constructors take the sizes, the run's seed and the layer's full name (initial values are
 // Philox draws keyed by the seed and each parameter's full name).

@@ -32,7 +32,7 @@ local function layer_type(name)
   return label("linear")
 end
 
-local function kind_of(name) return name:match(":(%w+)$") end
+local function kind_of(name) return name:match(":([%w_]+)$") end
 
 -- Groups a calibration's boundaries by `key(name)`: count, largest divergence and alpha,
 -- straddles, share of values that differ.
