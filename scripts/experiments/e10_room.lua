@@ -67,6 +67,7 @@ for _, w in ipairs(windows) do
                      total.illegitimate .. (total.roots_equal and "" or " ROOTS DIFFER")}
 end
 local header = {"window", "kind", "values/step", "logged/step", "steerable/step", "logged", "steerable", "illegitimate"}
+print("machine: " .. lib.machine())
 print(string.format("%s, %d steps, trainer on '%s', auditor on '%s'", a.model, a.steps, a.trainer, a.auditor))
 lib.table(header, rows)
 lib.csv(out .. "/room.csv", header, csv_rows)

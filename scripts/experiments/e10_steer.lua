@@ -88,6 +88,7 @@ for name in a.windows:gmatch("[^,]+") do
   row("poisoned data", poisoned, "caught (PROTOCOL.md)")
   for k, r in ipairs(reseeded) do row("honest, seed " .. (k + 1), r, "accepted (another run)") end
 end
+print("machine: " .. lib.machine())
 print(string.format("%s, %d steps, target class %d, trainer on '%s', auditor on '%s', %d test images",
                     a.model, a.steps, a.target, a.trainer, a.auditor, a.eval))
 local header = {"window", "trainer", "clean acc", "trigger success", "backdoor loss", "logit shift", "flips/step", "audit"}

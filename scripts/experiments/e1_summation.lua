@@ -41,6 +41,7 @@ end
 local header = {"b (bits of the FP32 word kept)", "trials where all 6 orders agree", "%"}
 local rows = {}
 for _, b in ipairs(bits_list) do rows[#rows + 1] = {b, all_equal[b], 100 * all_equal[b] / a.trials} end
+print("machine: " .. lib.machine())
 print(string.format("E1: sums of %d standard normal FP32 numbers in 6 orders, %d trials; %.2f distinct FP32 results per trial on average",
                     a.n, a.trials, distinct_total / a.trials))
 lib.table(header, rows)

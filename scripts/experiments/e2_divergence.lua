@@ -41,6 +41,7 @@ end
 io.stderr:write("\n")
 local header = {"step", "l2 fp32", "l2 rounded no logs", "l2 rounded + logs"}
 lib.csv(out .. "/e2_divergence.csv", header, rows)
+print("machine: " .. lib.machine())
 print(string.format("E2: %s, %d steps, profiles %s and %s: L2 distance of all weights", a.model, a.steps, a.a, a.b))
 local shown = {}
 for _, r in ipairs(rows) do

@@ -52,6 +52,7 @@ local function measure(label, round, bits)
 end
 
 local rows = {}
+print("machine: " .. lib.machine())
 print(string.format("E3: %s, %d steps, batch %d (%s parameters)", a.model, a.steps, s.batch, lib.spec(s, 1):parameters()))
 for b in a.bits:gmatch("%d+") do
   rows[#rows + 1] = measure("paper-b" .. b, {bits = tonumber(b), band = 0.25}, tonumber(b))

@@ -31,6 +31,7 @@ for b in a.bits:gmatch("%d+") do
                      kinds.grad / a.steps, kinds.update / a.steps, 100 * corrections / math.max(logged, 1),
                      tostring(t:root() == u:root())}
 end
+print("machine: " .. lib.machine())
 print(string.format("E4: %s, %d steps, trainer %s, auditor %s, paper window (band 0.25)", a.model, a.steps, a.a, a.b))
 lib.table(header, rows)
 lib.csv(out .. "/e4_corrections.csv", header, rows)

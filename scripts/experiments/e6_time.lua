@@ -44,6 +44,7 @@ for model in a.models:gmatch("[^,]+") do
   results[model] = {trainer_over_fp64 = trainer / fp64, auditor_over_fp64 = auditor / fp64, checkpoint_bytes = #bytes}
   os.execute("rm -rf '" .. tmp .. "'")
 end
+print("machine: " .. lib.machine())
 print(string.format("E6: seconds per step (%d timed steps after a warm-up), profile %s, %d threads", a.steps, a.profile, vt.threads()))
 lib.table(header, rows)
 lib.csv(out .. "/e6_time.csv", header, rows)

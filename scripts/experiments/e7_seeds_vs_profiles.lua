@@ -31,6 +31,7 @@ for i = 1, a.pairs do
   sums.device[1], sums.device[2] = sums.device[1] + dw, sums.device[2] + dout
   sums.seed[1], sums.seed[2] = sums.seed[1] + sw, sums.seed[2] + sout
 end
+print("machine: " .. lib.machine())
 print(string.format("E7: %s, plain FP32, %d steps, %d pairs each", a.model, a.steps, a.pairs))
 lib.table(header, rows)
 lib.csv(out .. "/e7_seeds_vs_profiles.csv", header, rows)

@@ -19,6 +19,7 @@ for b in a.bits:gmatch("%d+") do
   rows[#rows + 1] = {tonumber(b), e.loss, e.accuracy, r.loss, r.seconds / a.steps, 100 * r.logged / r.elements}
   io.stderr:write(string.format("E8: b = %s done\n", b))
 end
+print("machine: " .. lib.machine())
 print(string.format("E8: %s, %d steps per b, paper window", a.model, a.steps))
 lib.table(header, rows)
 lib.csv(out .. "/e8_bits.csv", header, rows)

@@ -7,6 +7,7 @@
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
 local a = lib.args({out = "", setup = "mnist", steps = 60, k = 5, remote = 1}, arg)
 local out = lib.outdir("e9_game", a.out)
+print("machine: " .. lib.machine())
 local args = {"--setup", a.setup, "--steps", tostring(a.steps), "--k", tostring(a.k), "--json", out .. "/e9_game.json"}
 if a.remote == 1 then
   for _, x in ipairs{"--remote", "--auditor", "nofma", "--judge", "refblas"} do args[#args + 1] = x end

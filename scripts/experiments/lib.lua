@@ -76,9 +76,11 @@ function M.outdir(name, dir)
   return dir
 end
 
--- The machine a figure was measured on: CPU model, ATen's vector width, thread count. Every
--- experiment prints it above its table, so a figure in EXPERIMENTS.md names its CPU.
-function M.machine()
+-- The machine a figure was measured on: CPU model, ATen's vector width, the BLAS library
+-- and the profile the script started under. Every experiment prints it above its table, so
+-- a figure in EXPERIMENTS.md names its CPU. Taken when lib.lua loads, before a script
+-- switches profiles.
+local function describe_machine()
   local cpu = "unknown CPU"
   local f = io.open("/proc/cpuinfo")
   if f then
@@ -89,9 +91,18 @@ function M.machine()
     f:close()
   end
   local p = vt.profile()
-  return string.format("%s; ATen %s; BLAS %s; profile %s (%s thread(s))", cpu, tostring(p.aten_capability),
-                       tostring(p.blas_library):match("[^/]*$"), p.name, tostring(p.threads))
+  local blas = tostring(p.blas_library)
+  local real = io.popen("readlink -f '" .. blas:gsub("'", "") .. "' 2>/dev/null")
+  if real then
+    local resolved = real:read("*l")
+    real:close()
+    if resolved and resolved ~= "" then blas = resolved end
+  end
+  return string.format("%s; ATen %s; BLAS %s; profile %s; %d thread(s)", cpu, tostring(p.aten_capability), blas, p.name,
+                       vt.threads())
 end
+local machine = describe_machine()
+function M.machine() return machine end
 
 function M.tmpdir()
   local d = os.tmpname()
