@@ -22,6 +22,7 @@
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/deviation.h"
 #include "runtime/train/runner.h"
+#include "runtime/train/spec_check.h"
 #include "store/store.h"
 
 namespace vt::lua {
@@ -436,6 +437,7 @@ int AuditorNew(lua_State* L) {
     source = train::StoreRecords(logs, logs_run);
   }
   return Protect(L, api, [&] {
+    if (logs) train::CheckLogsSpec(*logs, logs_run, *spec);
     auto auditor = std::make_shared<train::Auditor>(*spec, o, std::move(source));
     if (given) GivenSources()[auditor.get()] = given;
     PushUserdata<RunnerPtr>(L, auditor, kRunnerMeta);

@@ -10,6 +10,7 @@
 #include "runtime/profile/profile.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/engine.h"
+#include "runtime/train/spec_check.h"
 #include "store/log_digest.h"
 
 namespace vt::train {
@@ -93,7 +94,8 @@ void Runner::OpenOrResume() {
     s.CreateRun(options_.run, config);
   } else if (info->spec != spec_.Canonical()) {
     throw Error("store '" + s.path() + "' already holds run '" + options_.run + "' with another spec (hash " +
-                store::ToHex(info->spec_hash) + "); use another run id or store");
+                store::ToHex(info->spec_hash) + ": " + SpecDifference(spec_, Spec::Parse(info->spec), "the store") +
+                "); use another run id or store");
   }
   std::optional<store::LeafRecord> last = s.Rollback(options_.run);
   if (!last) {

@@ -63,6 +63,27 @@ s:test("trainer and auditor on different profiles end with equal roots", functio
   for name, t in pairs(a) do T.assert_true(t:equal(b[name]), name) end
 end)
 
+s:test("an auditor whose spec is not the logs' is refused, the differing fields named", function()
+  -- Replaying under another spec would look exactly like a cheating trainer.
+  local spec = make_spec{steps = 4}
+  local store = vt.store.open(dir .. "/t-spec")
+  local trainer = vt.trainer{spec = spec, data = data, store = store}
+  trainer:run{progress = false}
+  T.assert_error(function() vt.auditor{spec = make_spec{steps = 4, optim = vt.optim.sgd{lr = 0.2, momentum = 0.9}},
+                                       data = data, logs = trainer} end,
+                 "optim.lr is 0.20000000000000001 here, 0.10000000000000001 in the logs", true)
+  T.assert_error(function() vt.auditor{spec = make_spec{steps = 4, round = {bits = 32, band = 0.125}}, data = data,
+                                       logs = store} end, "round.bwd.band is 0.125 here, 0.25 in the logs", true)
+  T.assert_error(function() vt.auditor{spec = spec, data = data, logs = store, logs_run = "other"} end,
+                 "holds no run 'other' to replay", true)
+  -- The trainer's own store refuses a second spec the same way.
+  T.assert_error(function() vt.trainer{spec = make_spec{steps = 5}, data = data, store = store} end,
+                 "steps is 5 here, 4 in the store", true)
+  -- The same spec is accepted.
+  local auditor = vt.auditor{spec = spec, data = data, logs = store, store = vt.store.open(dir .. "/a-spec")}
+  T.assert_eq(auditor:run{progress = false}.root, trainer:root())
+end)
+
 s:test("state exports to safetensors and loads back bit for bit", function()
   local spec = make_spec{steps = 3}
   local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t3")}

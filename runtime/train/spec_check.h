@@ -1,0 +1,24 @@
+// Checks that two parties hold the same spec, and says how they differ when they do not.
+//
+// An auditor replaying a trainer's logs under another spec (another learning rate, another
+// window, another data set) would report a divergence that looks exactly like a cheating
+// trainer: a false accusation. So an auditor given a trainer's store is refused at
+// construction, with the differing fields named.
+#pragma once
+
+#include <string>
+
+#include "runtime/train/spec.h"
+#include "store/store.h"
+
+namespace vt::train {
+
+// "optim.lr is 0.20000000000000001 here, 0.10000000000000001 in the logs; round.fwd.band ..."
+// for the first `limit` differing fields (and how many more), or "" when the specs are equal.
+std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name, size_t limit = 4);
+
+// Throws vt::Error unless `store` holds run `run` made with `spec` (the store's path, the run
+// and the differing fields are named).
+void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec);
+
+}  // namespace vt::train
