@@ -111,6 +111,7 @@ void Runner::OpenOrResume() {
 
 StepReport Runner::Step() {
   if (done()) throw Error("run '" + options_.run + "' is complete (" + std::to_string(spec_.steps()) + " steps)");
+  if (!broken_.empty()) throw Error(broken_);
   const auto start = std::chrono::steady_clock::now();
   const int64_t step = step_ + 1;
   ActivateProfile(FindProfile(options_.profile));
@@ -128,6 +129,14 @@ StepReport Runner::Step() {
   if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
   StepResult result =
       TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context, &deviation);
+  if (!names_checked_ && !context.stats().empty()) {
+    // The first step this runner takes shows the model's boundaries; a window override that
+    // names none of them (a typo) would sit in the spec's hash doing nothing. The model has
+    // taken the step in memory, so the runner refuses to go on rather than store it.
+    names_checked_ = true;
+    broken_ = UnknownBoundaryOverrides(windows_, context.stats());
+    if (!broken_.empty()) throw Error(broken_);
+  }
   Encoded records = FinishStep(step, context, log, std::move(prepared));
 
   StepReport report;

@@ -135,6 +135,8 @@ class Runner {
 
  private:
   void Checkpoint(uint64_t leaf);
+  bool names_checked_ = false;  // the spec's per-boundary windows checked against a step's boundaries
+  std::string broken_;          // why this runner refuses to go on ("" while it can)
 };
 
 class Trainer : public Runner {

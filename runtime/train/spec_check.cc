@@ -1,7 +1,9 @@
 #include "runtime/train/spec_check.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "runtime/common/error.h"
 
@@ -36,6 +38,41 @@ void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec
   Spec theirs = Spec::Parse(info->spec);
   throw Error("the logs in store '" + store.path() + "', run '" + run + "', were made with another spec than this auditor's: " +
               SpecDifference(spec, theirs, "the logs") + ". Replaying them would report a divergence that is not the trainer's");
+}
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen) {
+  std::string out;
+  for (const auto& [name, window] : windows.by_boundary) {
+    if (seen.count(name)) continue;
+    std::vector<std::pair<size_t, std::string>> near;
+    for (const auto& [candidate, stats] : seen) near.emplace_back(EditDistance(name, candidate), candidate);
+    std::sort(near.begin(), near.end());
+    std::string nearest;
+    for (size_t i = 0; i < near.size() && i < 3; ++i) nearest += (i ? ", " : "") + near[i].second;
+    out += (out.empty() ? "" : "; ") + ("'" + name + "'") + (nearest.empty() ? "" : " (nearest: " + nearest + ")");
+  }
+  if (out.empty()) return out;
+  return "the spec's round.boundaries names boundaries this model does not have: " + out +
+         "; no step of this run was stored";
 }
 
 }  // namespace vt::train

@@ -3,9 +3,11 @@
 // An auditor replaying a trainer's logs under another spec (another learning rate, another
 // window, another data set) would report a divergence that looks exactly like a cheating
 // trainer: a false accusation. So an auditor given a trainer's store is refused at
-// construction, with the differing fields named.
+// construction, with the differing fields named. A per-boundary window that names no
+// boundary of the model (a typo) is refused at the first step, before anything is stored.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "runtime/train/spec.h"
@@ -20,5 +22,10 @@ std::string SpecDifference(const Spec& here, const Spec& there, const std::strin
 // Throws vt::Error unless `store` holds run `run` made with `spec` (the store's path, the run
 // and the differing fields are named).
 void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec);
+
+// "" when every per-boundary window override of `windows` names a boundary in `seen` (the
+// boundaries a step of the model went through); else an error message naming the unknown
+// ones and, for each, the model's nearest names.
+std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen);
 
 }  // namespace vt::train

@@ -84,6 +84,22 @@ s:test("an auditor whose spec is not the logs' is refused, the differing fields 
   T.assert_eq(auditor:run{progress = false}.root, trainer:root())
 end)
 
+s:test("a window for a boundary the model does not have is refused at the first step, before it is stored", function()
+  local spec = make_spec{steps = 4, round = {bits = 32, band = 0.25, boundaries = {["fc9:fwd"] = {band = 0, alpha = 1e-12},
+                                                                                 ["fc0:fwd"] = {band = 0.125}}}}
+  local store = vt.store.open(dir .. "/t-typo")
+  local trainer = vt.trainer{spec = spec, data = data, store = store}
+  local message = "round.boundaries names boundaries this model does not have: 'fc9:fwd' (nearest: fc0:fwd, fc1:fwd"
+  T.assert_error(function() trainer:step() end, message, true)
+  T.assert_error(function() trainer:step() end, message, true)  -- and it stays refused
+  T.assert_eq(store:run("run"):info().steps_written, 0)
+  T.assert_error(function() vt.auditor{spec = spec, data = data, logs = "given"}:step({}) end, message, true)
+  -- Every name a model has is accepted.
+  local ok = make_spec{steps = 2, round = {bits = 32, band = 0.25, boundaries = {["fc1.weight:grad"] = {band = 0.125},
+                                                                               ["fc0.bias:update"] = {band = 0, alpha = 0}}}}
+  vt.trainer{spec = ok, data = data, store = vt.store.open(dir .. "/t-names")}:step()
+end)
+
 s:test("state exports to safetensors and loads back bit for bit", function()
   local spec = make_spec{steps = 3}
   local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t3")}
