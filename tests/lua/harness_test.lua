@@ -65,6 +65,24 @@ T.run()
   T.assert_true(out:find("exit=0", 1, true) ~= nil, out)
 end)
 
+s:test("a filter that matches nothing fails the run: green must mean tests passed", function()
+  local path = os.tmpname()
+  local f = io.open(path, "w")
+  f:write([[
+local T = require "vt.test"
+local s = T.suite("demo")
+s:test("alpha", function() end)
+T.run()
+]])
+  f:close()
+  local p = io.popen(string.format("%q %q nosuchtest 2>&1; echo \"exit=$?\"", vtrun, path))
+  local out = p:read("*a")
+  p:close()
+  os.remove(path)
+  T.assert_true(out:find("no test ran (the filter 'nosuchtest' matched none of 1 tests)", 1, true) ~= nil, out)
+  T.assert_true(out:find("exit=1", 1, true) ~= nil, out)
+end)
+
 s:test("pretty printing indents nested tables and marks cycles", function()
   local pretty = vt.pretty
   T.assert_eq(pretty.format({1, 2, a = "x"}), '{1, 2, a = "x"}')
