@@ -10,7 +10,8 @@
 -- workers at once (each single-threaded). A run that finished keeps its results in
 -- WORKDIR/NAME.result: started again with the same workdir, model, steps, profiles and
 -- window, the script reuses them and redoes only unfinished runs (a full matrix of nine
--- profiles at 200 steps takes hours). Prints a line per trainer and per auditor as each
+-- profiles at 200 steps takes hours). It refuses a workdir it did not make, or made with
+-- other settings, and deletes nothing but its own runs' directories. Prints a line per trainer and per auditor as each
 -- finishes, then the matrix of (trainer, auditor) outcomes, and exits 1 if any pair
 -- disagrees. Its closing line is "N passed, N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
@@ -41,11 +42,24 @@ local function read(path)
   f:close()
   return text
 end
-if read(workdir .. "/config.json") ~= config then
-  os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
+local function quote(path) return "'" .. path:gsub("'", "'\\''") .. "'" end
+-- Never deletes a directory it did not make: a workdir must be new, empty, or one this
+-- script made with the same settings (then finished runs are reused).
+local previous = read(workdir .. "/config.json")
+if previous == nil then
+  local listing = io.popen("ls -A " .. quote(workdir) .. " 2>/dev/null")
+  local entry = listing:read("*l")
+  listing:close()
+  if entry then
+    error("pairs.lua: workdir '" .. workdir .. "' is not empty and was not made by pairs.lua; give a new or empty one", 0)
+  end
+  os.execute("mkdir -p " .. quote(workdir))
   local f = assert(io.open(workdir .. "/config.json", "w"))
   f:write(config)
   f:close()
+elseif previous ~= config then
+  error("pairs.lua: workdir '" .. workdir .. "' holds runs made with other settings (" .. previous ..
+        "); give another workdir or delete that one yourself", 0)
 end
 
 local function parse(out)
@@ -66,7 +80,7 @@ local function start(job)
     job.done(parse(cached), true)
     return false
   end
-  os.execute("rm -rf '" .. workdir .. "/" .. job.name .. "'")  -- an unfinished run starts over
+  os.execute("rm -rf " .. quote(workdir .. "/" .. job.name))  -- an unfinished run of ours starts over
   local argv = {vtrun, "--profile", job.profile, worker}
   for _, a in ipairs(job.args) do argv[#argv + 1] = tostring(a) end
   job.child = vt.process.spawn(argv)
@@ -93,7 +107,7 @@ local function drain()
         local f = assert(io.open(workdir .. "/" .. job.name .. ".result", "w"))
         f:write(out, "\n")
         f:close()
-        if job.discard then os.execute("rm -rf '" .. workdir .. "/" .. job.name .. "'") end
+        if job.discard then os.execute("rm -rf " .. quote(workdir .. "/" .. job.name)) end
         job.done(result, false)
       end
     end
