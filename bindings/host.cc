@@ -27,6 +27,7 @@ namespace {
 constexpr const char* kProgram = "vtrun";
 
 lua_State* g_interruptible = nullptr;  // the state a Ctrl-C should interrupt, if any
+volatile sig_atomic_t g_interrupt_pending = 0;  // Ctrl-C seen, not yet consumed
 
 void InterruptHook(lua_State* L, lua_Debug*) {
   lua_sethook(L, nullptr, 0, 0);
@@ -34,8 +35,10 @@ void InterruptHook(lua_State* L, lua_Debug*) {
 }
 
 void OnInterrupt(int) {
-  // A second Ctrl-C before the hook fires (e.g. inside a long C++ call) kills the process.
+  // A second Ctrl-C before the hook fires (e.g. inside a long C++ call that does not check
+  // ConsumeInterrupt) kills the process.
   signal(SIGINT, SIG_DFL);
+  g_interrupt_pending = 1;
   ssize_t ignored = write(STDERR_FILENO, "\n", 1);  // end the terminal's "^C" line
   (void)ignored;
   if (g_interruptible != nullptr) {
@@ -300,12 +303,26 @@ int Traceback(lua_State* L) {
   return 1;
 }
 
+bool ConsumeInterrupt(lua_State* L) {
+  if (!g_interrupt_pending) return false;
+  g_interrupt_pending = 0;
+  lua_sethook(L, nullptr, 0, 0);  // cancel the pending "interrupted!"
+  if (g_interruptible != nullptr) {
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);  // the next Ctrl-C interrupts again
+  }
+  return true;
+}
+
 int CallInterruptible(lua_State* L, int nargs, int nresults) {
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, Traceback);
   lua_insert(L, base);
   lua_State* previous = g_interruptible;
   g_interruptible = L;
+  g_interrupt_pending = 0;
   struct sigaction action {}, old {};
   action.sa_handler = OnInterrupt;
   sigemptyset(&action.sa_mask);

@@ -26,6 +26,13 @@ int Traceback(lua_State* L);
 // during the call raises "interrupted!" in Lua. Returns the lua_pcall status.
 int CallInterruptible(lua_State* L, int nargs, int nresults);
 
+// Whether Ctrl-C was pressed during the current interruptible call, consuming it: a long C++
+// loop (runner:run, a calibration) checks this between steps, stops cleanly with what it has
+// finished, and returns normally; the pending "interrupted!" is cancelled and a later Ctrl-C
+// interrupts again. Without this, the signal would only take effect when the loop returned,
+// and its result would be thrown away.
+bool ConsumeInterrupt(lua_State* L);
+
 // Prints the error message on top of the stack to stderr as "vtrun: <message>" and pops it.
 void ReportError(lua_State* L);
 

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "bindings/lua_support.h"
+#include "bindings/host.h"
 #include "bindings/records.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
@@ -233,7 +234,10 @@ int SpecNew(lua_State* L) {
       train::LoadSafetensorsInto(init_path, model->NamedState());
       f["model.init"] = train::StateDigestHex(model->NamedState());
     }
-    PushUserdata<SpecPtr>(L, std::make_shared<train::Spec>(train::Spec::FromFields(f)), kSpecMeta);
+    auto spec = std::make_shared<train::Spec>(train::Spec::FromFields(f));
+    const std::string misfit = train::ModelDataMisfit(*spec, *d);
+    if (!misfit.empty()) throw Error("the model does not fit the data: " + misfit);
+    PushUserdata<SpecPtr>(L, spec, kSpecMeta);
     return 1;
   });
 }
@@ -606,14 +610,25 @@ int RunnerRun(lua_State* L) {
     double loss = 0;
     int64_t steps = 0;
     const auto start = std::chrono::steady_clock::now();
+    bool interrupted = false;
     while (!r->done()) {
       train::StepReport rep = r->Step();
       ++steps;
       loss = rep.loss;
       total.AddCounts(rep);
       if (progress) Progress(*r, rep, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
+      // Ctrl-C: stop after the step in progress; every finished step is committed.
+      if (ConsumeInterrupt(L)) {
+        interrupted = true;
+        break;
+      }
     }
     if (progress && steps > 0) std::fputs("\n", stderr);
+    if (interrupted) {
+      std::fprintf(stderr, "interrupted after step %lld of %lld%s\n", static_cast<long long>(r->step()),
+                   static_cast<long long>(r->last_step()),
+                   r->options().store ? "; the steps done are stored, run() again resumes" : "");
+    }
     total.step = r->step();
     total.loss = loss;
     total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -624,6 +639,8 @@ int RunnerRun(lua_State* L) {
     }
     lua_pushnumber(L, static_cast<lua_Number>(steps));
     lua_setfield(L, -2, "steps_run");
+    lua_pushboolean(L, interrupted);
+    lua_setfield(L, -2, "interrupted");
     return 1;
   });
 }

@@ -52,6 +52,9 @@ Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
   // A trainer that logs needs a store; an auditor without one is a judge (see Auditor).
   if (!options_.store && !plain && mode != nn::Mode::kReplay) throw Error("a store is required");
   spec_.CheckData(*options_.data);
+  if (std::string misfit = ModelDataMisfit(spec_, *options_.data); !misfit.empty()) {
+    throw Error("the spec's model does not fit the data: " + misfit);
+  }
   options_.deviation.Validate(*options_.data);
   FindProfile(options_.profile);  // fail early on a bad name
   windows_ = spec_.Windows();

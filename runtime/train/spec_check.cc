@@ -42,6 +42,30 @@ void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec
 
 namespace {
 
+std::vector<int64_t> IntList(const std::string& text) {
+  std::vector<int64_t> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) out.push_back(std::stoll(text.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
+}
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t d : v) n *= d;
+  return n;
+}
+
+std::string Shape(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
 size_t EditDistance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -58,6 +82,47 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 }
 
 }  // namespace
+
+std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
+  const std::map<std::string, std::string>& f = spec.fields();
+  auto field = [&](const std::string& k) {
+    auto it = f.find("model." + k);
+    return it == f.end() ? std::string() : it->second;
+  };
+  const std::string type = field("type");
+  const std::vector<int64_t> shape = data.input_shape();
+  const int64_t classes = data.classes();
+  auto need_classes = [&](const std::string& key) -> std::string {
+    const int64_t have = std::stoll(field(key));
+    if (have >= classes) return "";
+    return "model." + key + " " + std::to_string(have) + " is fewer than the data's " + std::to_string(classes) +
+           (type == "gpt2" ? " token values" : " classes (labels are 0-based, up to " + std::to_string(classes - 1) + ")");
+  };
+  if (type == "mlp") {
+    const std::vector<int64_t> want = IntList(field("input_shape"));
+    if (Product(want) != Product(shape)) {
+      return "model.input_shape " + field("input_shape") + " has " + std::to_string(Product(want)) +
+             " values, the data's examples " + Shape(shape) + " have " + std::to_string(Product(shape));
+    }
+    return need_classes("classes");
+  }
+  if (type == "resnet") {
+    if (shape.size() != 3) return "resnet takes images [C, H, W]; the data's examples are " + Shape(shape);
+    if (std::to_string(shape[0]) != field("in_channels")) {
+      return "model.in_channels " + field("in_channels") + " does not match the data's " + std::to_string(shape[0]) +
+             " channels (examples " + Shape(shape) + ")";
+    }
+    return need_classes("classes");
+  }
+  if (type == "gpt2") {
+    if (shape.size() != 1) return "gpt2 takes token sequences [T]; the data's examples are " + Shape(shape);
+    if (shape[0] > std::stoll(field("context"))) {
+      return "the data's sequences of " + std::to_string(shape[0]) + " tokens exceed model.context " + field("context");
+    }
+    return need_classes("vocab");
+  }
+  return "";
+}
 
 std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen) {
   std::string out;

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "runtime/data/dataset.h"
 #include "runtime/train/spec.h"
 #include "store/store.h"
 
@@ -22,6 +23,11 @@ std::string SpecDifference(const Spec& here, const Spec& there, const std::strin
 // Throws vt::Error unless `store` holds run `run` made with `spec` (the store's path, the run
 // and the differing fields are named).
 void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec);
+
+// "" when the spec's model takes the data set's examples and labels; else what does not fit
+// ("model.input_shape 1,8,8 has 64 values, the data's examples [1, 28, 28] have 784"), so a
+// spec that could never train is refused when it is made, not at its first step.
+std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data);
 
 // "" when every per-boundary window override of `windows` names a boundary in `seen` (the
 // boundaries a step of the model went through); else an error message naming the unknown

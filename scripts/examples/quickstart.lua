@@ -3,9 +3,30 @@
 -- watch the verification game find the interval and the judge decide.
 --
 --   build/vtrun scripts/examples/quickstart.lua [workdir]
+--
+-- With a workdir, the stores and the game's transcripts stay there (it must be new, empty,
+-- or a previous quickstart's); without one they go to a temporary directory removed at the
+-- end (they take a few hundred MB).
 local game = vt.game
-local workdir = arg[1] or os.tmpname() .. ".quickstart"
-os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
+local function quote(path) return "'" .. path:gsub("'", "'\\''") .. "'" end
+local keep = arg[1] ~= nil
+local workdir = arg[1]
+if not workdir then
+  workdir = os.tmpname()
+  os.remove(workdir)  -- only the unique name is wanted
+  workdir = workdir .. ".quickstart"
+end
+local marker = workdir .. "/.vtrun-quickstart"
+if io.open(marker) then
+  os.execute("rm -rf " .. quote(workdir))  -- a previous quickstart's: ours to replace
+else
+  local listing = io.popen("ls -A " .. quote(workdir) .. " 2>/dev/null")
+  local entry = listing:read("*l")
+  listing:close()
+  if entry then error("quickstart: workdir '" .. workdir .. "' is not empty and not a quickstart's; give a new one", 0) end
+end
+os.execute("mkdir -p " .. quote(workdir))
+io.open(marker, "w"):close()
 
 local v = vt.version()
 print(string.format("vtrun %s (LibTorch %s, RocksDB %s), %d threads", v.vtrun, v.libtorch, v.rocksdb, vt.threads()))
@@ -79,7 +100,12 @@ if poisoned.evidence and poisoned.evidence.steps and poisoned.evidence.steps[1] 
   print(string.format("judge's evidence: step %d, %d illegitimate entries, in %s", e.step, e.illegitimate,
                       table.concat(e.boundaries, ", "):sub(1, 160)))
 end
-print("transcripts: " .. workdir .. "/poisoned-{client,auditor,judge}")
+if keep then
+  print("transcripts: " .. workdir .. "/poisoned-{client,auditor,judge}")
+else
+  os.execute("rm -rf " .. quote(workdir))
+  print("(stores and transcripts removed; pass a workdir to keep them)")
+end
 
 local ok = honest.outcome == "accepted" and poisoned.outcome == "trainer_at_fault" and
            poisoned.interval.first_step <= 37 and 37 <= poisoned.interval.last_step

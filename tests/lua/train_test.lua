@@ -100,6 +100,33 @@ s:test("a window for a boundary the model does not have is refused at the first 
   vt.trainer{spec = ok, data = data, store = vt.store.open(dir .. "/t-names")}:step()
 end)
 
+s:test("a model that does not fit the data is refused when the spec is made", function()
+  local base = {data = data, optim = vt.optim.sgd{lr = 0.1}, batch = 8, steps = 2}
+  local function spec_with(model, d)
+    local o = {}
+    for k, v in pairs(base) do o[k] = v end
+    o.model, o.data = model, d or data
+    return vt.spec(o)
+  end
+  T.assert_error(function() spec_with(vt.models.mlp{input_shape = {21}, hidden = {8}, classes = 4}) end,
+                 "model.input_shape 21 has 21 values, the data's examples [20] have 20", true)
+  T.assert_error(function() spec_with(vt.models.mlp{input_shape = {20}, hidden = {8}, classes = 3}) end,
+                 "model.classes 3 is fewer than the data's 4 classes (labels are 0-based, up to 3)", true)
+  local images = vt.data.synthetic{size = 16, input_shape = {1, 8, 8}, classes = 4, seed = 1}
+  T.assert_error(function() spec_with(vt.models.resnet{depth = 18, width = 2, in_channels = 3, classes = 4}, images) end,
+                 "model.in_channels 3 does not match the data's 1 channels", true)
+  T.assert_error(function() spec_with(vt.models.resnet{depth = 18, width = 2, in_channels = 1, classes = 4}) end,
+                 "resnet takes images [C, H, W]; the data's examples are [20]", true)
+  local text = vt.data.text{path = vt.corpus, context = 32}
+  T.assert_error(function() spec_with(vt.models.gpt2{layers = 1, d_model = 8, heads = 1, vocab = 256, context = 16}, text) end,
+                 "the data's sequences of 32 tokens exceed model.context 16", true)
+  T.assert_error(function() spec_with(vt.models.gpt2{layers = 1, d_model = 8, heads = 1, vocab = 100, context = 32}, text) end,
+                 "model.vocab 100 is fewer than the data's 256 token values", true)
+  -- What fits is accepted: more classes than labels, an MLP that flattens another shape.
+  spec_with(vt.models.mlp{input_shape = {4, 5}, hidden = {8}, classes = 10})
+  spec_with(vt.models.gpt2{layers = 1, d_model = 8, heads = 1, vocab = 256, context = 64}, text)
+end)
+
 s:test("state exports to safetensors and loads back bit for bit", function()
   local spec = make_spec{steps = 3}
   local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t3")}
