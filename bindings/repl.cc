@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,7 @@ namespace {
 constexpr const char* kPrompt = "vt> ";
 constexpr const char* kContinuation = "..> ";
 constexpr int kHistoryLines = 2000;
+constexpr double kReportSeconds = 1.0;  // commands at least this slow print their time
 
 // Ctrl-C at the prompt writes a byte to this pipe (the self-pipe trick), so the select loop
 // wakes even if the signal lands while readline is processing a key.
@@ -49,7 +51,8 @@ class Repl {
   explicit Repl(lua_State* L) : L_(L), history_(HistoryPath()) {}
 
   int Run() {
-    std::printf("vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API.\n",
+    std::printf("vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API; ?name shows its\n"
+                "documentation; a trailing ; hides a line's values; vt.repl.options{precision = 17} shows more digits.\n",
                 VTRUN_VERSION, LUAJIT_VERSION, TorchVersion().c_str());
     LoadHelpers();
     // LuaJIT's compiled loops never check the interrupt hook, so Ctrl-C could not stop
@@ -160,6 +163,19 @@ class Repl {
   // the chunk is incomplete and more lines are needed.
   bool Evaluate() {
     std::string code = buffer_;
+    // "?name": what the API reference says of name (vt.repl.help).
+    const size_t first = code.find_first_not_of(" \t");
+    if (first != std::string::npos && code[first] == '?') {
+      CallHelper("help", code.substr(first + 1));
+      return true;
+    }
+    // A trailing ';' runs the line without printing its values.
+    bool quiet = false;
+    const size_t last = code.find_last_not_of(" \t");
+    if (last != std::string::npos && code[last] == ';') {
+      quiet = true;
+      code.erase(last);
+    }
     if (!code.empty() && code[0] == '=') code = code.substr(1);  // Lua 5.1's "=expr"
     std::string as_expression = "return " + code;
     int top = lua_gettop(L_);
@@ -176,15 +192,36 @@ class Repl {
         return true;
       }
     }
+    const auto start = std::chrono::steady_clock::now();
     status = CallInterruptible(L_, 0, LUA_MULTRET);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status != 0) {
       ReportError(L_);
       return true;
     }
     int results = lua_gettop(L_) - top;
-    if (results > 0) PrintResults(top + 1, results);
+    if (results > 0 && !quiet) PrintResults(top + 1, results);
     lua_settop(L_, top);
+    // Slow commands say how long they took (a training run, a calibration).
+    if (seconds >= kReportSeconds) {
+      std::printf("(%.2f s)\n", seconds);
+      std::fflush(stdout);
+    }
     return true;
+  }
+
+  // Calls vt.repl.<name>(argument) for its output.
+  void CallHelper(const char* name, const std::string& argument) {
+    if (helpers_ref_ == LUA_NOREF) {
+      std::fprintf(stderr, "vtrun: REPL helpers unavailable\n");
+      return;
+    }
+    lua_rawgeti(L_, LUA_REGISTRYINDEX, helpers_ref_);
+    lua_getfield(L_, -1, name);
+    lua_remove(L_, -2);
+    lua_pushlstring(L_, argument.data(), argument.size());
+    if (CallInterruptible(L_, 1, 0) != 0) ReportError(L_);
+    std::fflush(stdout);
   }
 
   bool Incomplete() {

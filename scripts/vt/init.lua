@@ -16,6 +16,10 @@ local lazy = {
   calibrate = "vt.calibrate",
 }
 
+-- vt.show(v): any value printed in full (the REPL's own printing folds long strings and
+-- large nested tables).
+function vt.show(v) return require("vt.repl").show(v) end
+
 return setmetatable(vt, {
   __index = function(t, key)
     local name = lazy[key]

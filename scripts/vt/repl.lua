@@ -8,14 +8,96 @@ local keywords = {
   "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while",
 }
 
+-- How the REPL prints values (vt.repl.options{...} changes them): digits of numbers
+-- (`precision`, 1-17; 17 shows every bit), `hex` floats, and `compact` views of long
+-- strings and large nested tables (vt.show(v) prints a value in full).
+local options = {precision = 14, hex = false, compact = true}
+
+-- vt.repl.options{precision = 17, hex = false, compact = true}: sets the given fields and
+-- returns the current options.
+function M.options(new)
+  if new ~= nil and type(new) ~= "table" then error("vt.repl.options: expected a table {precision=, hex=, compact=}", 2) end
+  for k, v in pairs(new or {}) do
+    if options[k] == nil then error("vt.repl.options: unknown option '" .. tostring(k) .. "' (valid: precision, hex, compact)", 2) end
+    if k == "precision" and (type(v) ~= "number" or v < 1 or v > 17 or v ~= math.floor(v)) then
+      error("vt.repl.options: precision must be an integer in [1, 17], got " .. tostring(v), 2)
+    end
+    if k ~= "precision" and type(v) ~= "boolean" then error("vt.repl.options: " .. k .. " must be true or false", 2) end
+    options[k] = v
+  end
+  return {precision = options.precision, hex = options.hex, compact = options.compact}
+end
+
 -- Prints the values an expression returned: each pretty-printed, strings quoted so that
 -- "1" and 1 look different.
 function M.print_results(n, ...)
   local parts = {}
   for i = 1, n do
-    parts[i] = pretty.format((select(i, ...)))
+    parts[i] = pretty.format((select(i, ...)), options)
   end
   io.write(table.concat(parts, "\t"), "\n")
+end
+
+-- Prints `v` in full (no compact view), whatever the options.
+function M.show(v)
+  io.write(pretty.format(v, {precision = options.precision, hex = options.hex}), "\n")
+end
+
+-- The API reference's lines that document `name` ("vt.tensor.zeros", "run", ":steps"):
+-- table rows and paragraphs of docs/API.md and docs/api/*.md where `name` appears in code
+-- quotes. ?name at the REPL prints them.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local function doc_files()
+  local root = here .. "../../docs/"
+  local files = {root .. "API.md"}
+  for _, page in ipairs{"engine", "precision", "store", "game"} do files[#files + 1] = root .. "api/" .. page .. ".md" end
+  return files, root
+end
+
+function M.help(name)
+  name = (name or ""):gsub("^%s+", ""):gsub("%s+$", "")
+  if name == "" then
+    io.write("?name prints what the API reference says of name, e.g. ?vt.tensor.zeros, ?vt.trainer, ?run\n")
+    return
+  end
+  local files, root = doc_files()
+  local short = name:match("[%.:]([%w_]+)$")
+  local found, shown = 0, 0
+  local pattern = "`[^`]*" .. name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "[^%w_]"
+  local short_pattern = short and ("`[^`]*[%.:]" .. short .. "[^%w_]") or nil
+  for _, path in ipairs(files) do
+    local f = io.open(path)
+    if f then
+      local n = 0
+      for line in f:lines() do
+        n = n + 1
+        if line:find(pattern) or (short_pattern and line:find(short_pattern)) then
+          found = found + 1
+          if shown < 12 then
+            shown = shown + 1
+            io.write(path:sub(#root + 1), ":", n, ": ", line, "\n")
+          end
+        end
+      end
+      f:close()
+    end
+  end
+  if found == 0 then
+    local value = (function()
+      local v = _G
+      for part in name:gmatch("[^%.:]+") do
+        if type(v) ~= "table" and type(v) ~= "userdata" then return nil end
+        local ok, nv = pcall(function() return v[part] end)
+        if not ok then return nil end
+        v = nv
+      end
+      return v
+    end)()
+    io.write("no entry for '", name, "' in the API reference (docs/API.md, docs/api/)",
+             value ~= nil and (": it is a " .. type(value)) or "", "\n")
+  elseif found > shown then
+    io.write("(", found - shown, " more lines)\n")
+  end
 end
 
 -- Tables whose keys name the fields reachable from a value: the table itself, then its

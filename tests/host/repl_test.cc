@@ -108,3 +108,38 @@ TEST_CASE("vtrun -i runs the script, then the REPL sees its globals", "[repl]") 
   repl.Send("\x04");
   CHECK(repl.Wait() == 0);
 }
+
+TEST_CASE("REPL: ?help, quiet lines, timing, digits and compact values", "[repl]") {
+  TempDir home;
+  PtySession repl({VTRUN_BINARY}, ReplEnv(home));
+  EXPECT_OUTPUT(repl, "vt> ");
+
+  // ?name prints the API reference's lines about name.
+  Enter(repl, "?vt.tensor.zeros", "| `vt.tensor.zeros(2, 3)`");
+  Enter(repl, "?no.such.thing", "no entry for 'no.such.thing' in the API reference");
+
+  // A trailing ';' runs the line without printing its values; the next line prints as usual.
+  Enter(repl, "quiet = 40 + 2;", "\n");
+  Enter(repl, "quiet + 1;", "\n");
+  Enter(repl, "quiet", "\n42\r\n");
+  CHECK(repl.transcript().find("\n43\r\n") == std::string::npos);
+
+  // A command that takes a second or more says how long it took.
+  Enter(repl, "os.execute('sleep 1.1');", "(1.");
+
+  // Numbers: 14 significant digits by default, every bit on request, or hex floats.
+  Enter(repl, "0.1 + 0.2", "\n0.3\r\n");
+  Enter(repl, "vt.repl.options{precision = 17};", "\n");
+  Enter(repl, "0.1 + 0.2", "0.30000000000000004");
+  Enter(repl, "vt.repl.options{hex = true};", "\n");
+  Enter(repl, "0.5", "0x1p-1");
+  Enter(repl, "vt.repl.options{precision = 99}", "precision must be an integer in [1, 17], got 99");
+
+  // Long strings, binary data and large nested tables are shown compactly; vt.show prints all.
+  Enter(repl, "string.rep('ab', 500)", "... (1000 bytes)");
+  Enter(repl, "string.rep('\\0', 4096)", "<4096 bytes of binary data>");
+  Enter(repl, "{step = 1, boundaries = {1,2,3,4,5,6,7,8,9,10,11,12,13}}", "boundaries = {... 13 entries}");
+  Enter(repl, "vt.show({boundaries = {1,2,3,4,5,6,7,8,9,10,11,12,13}})", "11, 12, 13}");
+  repl.Send("\x04");
+  CHECK(repl.Wait() == 0);
+}
