@@ -15,6 +15,7 @@
 
 #include "bindings/lua_support.h"
 #include "bindings/host.h"
+#include "bindings/progress.h"
 #include "bindings/records.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
@@ -585,27 +586,30 @@ int RunnerSteps(lua_State* L) {
 }
 
 // Progress bar on stderr when it is a terminal: rate, ETA, loss, logged entries.
-void Progress(const train::Runner& r, const train::StepReport& rep, double elapsed, int64_t done_here) {
-  const int64_t n = r.spec().steps();
-  const double rate = done_here / std::max(elapsed, 1e-9);
-  const double eta = (n - rep.step) / std::max(rate, 1e-9);
-  const int width = 24;
-  const int filled = static_cast<int>(width * rep.step / std::max<int64_t>(n, 1));
-  std::string bar(filled, '#');
-  bar.append(width - filled, '.');
-  std::fprintf(stderr, "\r%s [%s] %lld/%lld  %.2f it/s  ETA %.0fs  loss %.4f  logged %lld ", r.run().c_str(), bar.c_str(),
-               static_cast<long long>(rep.step), static_cast<long long>(n), rate, eta, rep.loss,
-               static_cast<long long>(rep.logged));
-  std::fflush(stderr);
-}
-
-// runner:run{progress=} runs to the end; returns totals.
+// runner:run{progress=, metrics=} runs to the end; returns totals. progress: true (a bar on a
+// terminal, a line per tenth of the run otherwise; the default), "bar", "lines" or false.
+// metrics: a file to append one JSON line per step to.
 int RunnerRun(lua_State* L) {
   const char* api = "vt.runner.run";
   RunnerPtr& r = CheckRunner(L, 1);
-  CheckOptions(L, 2, api, {"progress"});
-  bool progress = OptBoolean(L, 2, api, "progress").value_or(isatty(STDERR_FILENO) != 0);
+  CheckOptions(L, 2, api, {"progress", "metrics"});
+  RunProgress::Mode mode = RunProgress::Default();
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "progress");
+    if (lua_isboolean(L, -1)) {
+      if (!lua_toboolean(L, -1)) mode = RunProgress::Mode::kNone;
+    } else if (lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "bar") {
+      mode = RunProgress::Mode::kBar;
+    } else if (lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "lines") {
+      mode = RunProgress::Mode::kLines;
+    } else if (!lua_isnil(L, -1)) {
+      Fail(L, api, "option 'progress' must be true, false, \"bar\" or \"lines\"");
+    }
+    lua_pop(L, 1);
+  }
+  const std::string metrics = OptString(L, 2, api, "metrics").value_or("");
   return Protect(L, api, [&] {
+    RunProgress progress(*r, mode, metrics);
     train::StepReport total;
     double loss = 0;
     int64_t steps = 0;
@@ -616,14 +620,14 @@ int RunnerRun(lua_State* L) {
       ++steps;
       loss = rep.loss;
       total.AddCounts(rep);
-      if (progress) Progress(*r, rep, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), steps);
+      progress.Step(rep, steps);
       // Ctrl-C: stop after the step in progress; every finished step is committed.
       if (ConsumeInterrupt(L)) {
         interrupted = true;
         break;
       }
     }
-    if (progress && steps > 0) std::fputs("\n", stderr);
+    progress.Finish();
     if (interrupted) {
       std::fprintf(stderr, "interrupted after step %lld of %lld%s\n", static_cast<long long>(r->step()),
                    static_cast<long long>(r->last_step()),

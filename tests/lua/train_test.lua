@@ -127,6 +127,44 @@ s:test("a model that does not fit the data is refused when the spec is made", fu
   spec_with(vt.models.gpt2{layers = 1, d_model = 8, heads = 1, vocab = 256, context = 64}, text)
 end)
 
+s:test("run() reports progress by role and profile, a line per tenth when piped, and metrics as JSON lines", function()
+  local script = dir .. "/progress.lua"
+  local f = assert(io.open(script, "w"))
+  f:write([[
+local data = vt.data.synthetic{size = 256, input_shape = {20}, classes = 4, seed = 2}
+local spec = vt.spec{model = vt.models.mlp{input_shape = {20}, hidden = {16}, classes = 4}, data = data,
+                     optim = vt.optim.sgd{lr = 0.1}, batch = 16, steps = 40, seed = 3, checkpoint_every = 5}
+local dir = ...
+local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/p-t"), profile = "blocked"}
+t:run{metrics = dir .. "/metrics.jsonl"}
+vt.auditor{spec = spec, data = data, logs = t, profile = "splitk4"}:run{}
+]])
+  f:close()
+  local p = io.popen(string.format("%q %q %q 2>&1 | cat", vt.executable(), script, dir))
+  local out = p:read("*a")
+  p:close()
+  local trainer_lines, auditor_lines = 0, 0
+  for line in out:gmatch("[^\n]+") do
+    if line:find("^trainer blocked %d+/40") then trainer_lines = trainer_lines + 1 end
+    if line:find("^auditor splitk4 %d+/40") then auditor_lines = auditor_lines + 1 end
+  end
+  T.assert_eq(trainer_lines, 10, out)
+  T.assert_eq(auditor_lines, 10, out)
+  T.assert_true(out:find("trainer blocked 40/40", 1, true) ~= nil, out)
+  T.assert_true(out:find("\r", 1, true) == nil, "no carriage returns when piped")
+  local steps = {}
+  for line in io.lines(dir .. "/metrics.jsonl") do
+    local m = vt.json.decode(line)
+    steps[#steps + 1] = m.step
+    T.assert_eq(m.role, "trainer")
+    T.assert_true(m.loss > 0 and m.logged >= 0 and m.steerable >= 0 and m.seconds >= 0, line)
+  end
+  T.assert_eq(#steps, 40)
+  T.assert_eq(steps[40], 40)
+  T.assert_error(function() vt.trainer{spec = make_spec(), data = data, store = vt.store.open(dir .. "/p-bad")}:run{progress = 3} end,
+                 "option 'progress' must be true, false, \"bar\" or \"lines\"", true)
+end)
+
 s:test("state exports to safetensors and loads back bit for bit", function()
   local spec = make_spec{steps = 3}
   local t = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t3")}
