@@ -76,6 +76,7 @@ int OpenVtCore(lua_State* L) {
   OpenJson(L);
   OpenCompress(L);
   OpenProcess(L);
+  OpenFs(L);
   return 1;
 }
 

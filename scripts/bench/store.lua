@@ -40,14 +40,9 @@ local function now()
   return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
 end
 
-local root_dir = opts.dir
-if root_dir == nil then
-  root_dir = os.tmpname()
-  os.remove(root_dir)
-  root_dir = root_dir .. "-store-bench"
-end
-local function cleanup() os.execute("rm -rf '" .. root_dir .. "'") end
-cleanup()
+-- A fresh directory (inside opts.dir when given), removed at the end.
+local root_dir = vt.fs.tmpdir("store-bench", opts.dir)
+local function cleanup() vt.fs.remove(root_dir) end
 
 local results = {}
 local function report(fmt, ...) io.write(string.format(fmt, ...), "\n") io.flush() end
@@ -102,14 +97,9 @@ local function bench_logs(label, compression, record_bytes, records_per_step)
   store:flush()  -- compression happens when memtables are flushed: include it
   local elapsed = now() - t0
   local mb = steps * step_bytes / 1048576
-  local disk = 0
-  local p = io.popen("du -sb '" .. dir .. "' 2>/dev/null")
-  if p then
-    disk = tonumber((p:read("*a") or ""):match("^(%d+)")) or 0
-    p:close()
-  end
   store:close()
-  os.execute("rm -rf '" .. dir .. "'")
+  local disk = vt.fs.size(dir)
+  vt.fs.remove(dir)
   local out = {
     mb_per_s = mb / elapsed,
     records_per_s = steps * records_per_step / elapsed,
@@ -179,7 +169,7 @@ do
   local get_s = now() - t0
   assert(back == encoded, "checkpoint read back differs")
   store:close()
-  os.execute("rm -rf '" .. root_dir .. "/checkpoints'")
+  vt.fs.remove(root_dir .. "/checkpoints")
   results.checkpoint_encode_mb_per_s = #encoded / 1048576 / encode_s
   results.checkpoint_put_mb_per_s = #encoded / 1048576 / put_s
   results.checkpoint_get_mb_per_s = #encoded / 1048576 / get_s
@@ -273,7 +263,7 @@ do
   local cold_prove_s = now() - t0
   assert(rrun:root() == root)
   reader:close()
-  os.execute("rm -rf '" .. root_dir .. "/merkle'")
+  vt.fs.remove(root_dir .. "/merkle")
   results.merkle_store_leaves = n
   results.merkle_store_append_us = put_s / n * 1e6
   results.merkle_store_step_us = step_s / math.max(1, n - 1) * 1e6

@@ -12,8 +12,7 @@ local steps = tonumber(arg[1]) or 6
 local profile = arg[2] or "native"
 local corpus = vt.corpus
 
-local workdir = os.tmpname() .. ".bench"
-os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
+local workdir = vt.fs.tmpdir("bench-training")
 
 local clock = vt.clock
 
@@ -93,7 +92,7 @@ for _, m in ipairs(models) do
   end
   results[#results + 1] = row
 end
-os.execute("rm -rf '" .. workdir .. "'")
+vt.fs.remove(workdir)
 
 local function json_number(v) return string.format("%.6g", v) end
 local keys = {"trainer_over_fp64", "auditor_over_fp64", "trainer_over_fp32", "log_bytes_per_step", "logged_fraction"}

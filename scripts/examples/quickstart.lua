@@ -8,24 +8,15 @@
 -- or a previous quickstart's); without one they go to a temporary directory removed at the
 -- end (they take a few hundred MB).
 local game = vt.game
-local function quote(path) return "'" .. path:gsub("'", "'\\''") .. "'" end
 local keep = arg[1] ~= nil
-local workdir = arg[1]
-if not workdir then
-  workdir = os.tmpname()
-  os.remove(workdir)  -- only the unique name is wanted
-  workdir = workdir .. ".quickstart"
-end
+local workdir = arg[1] or vt.fs.tmpdir("quickstart")
 local marker = workdir .. "/.vtrun-quickstart"
-if io.open(marker) then
-  os.execute("rm -rf " .. quote(workdir))  -- a previous quickstart's: ours to replace
-else
-  local listing = io.popen("ls -A " .. quote(workdir) .. " 2>/dev/null")
-  local entry = listing:read("*l")
-  listing:close()
-  if entry then error("quickstart: workdir '" .. workdir .. "' is not empty and not a quickstart's; give a new one", 0) end
+if vt.fs.exists(marker) then
+  vt.fs.remove(workdir)  -- a previous quickstart's: ours to replace
+elseif vt.fs.exists(workdir) and #vt.fs.list(workdir) > 0 then
+  error("quickstart: workdir '" .. workdir .. "' is not empty and not a quickstart's; give a new one", 0)
 end
-os.execute("mkdir -p " .. quote(workdir))
+vt.fs.mkdir(workdir)
 io.open(marker, "w"):close()
 
 local v = vt.version()
@@ -103,7 +94,7 @@ end
 if keep then
   print("transcripts: " .. workdir .. "/poisoned-{client,auditor,judge}")
 else
-  os.execute("rm -rf " .. quote(workdir))
+  vt.fs.remove(workdir)
   print("(stores and transcripts removed; pass a workdir to keep them)")
 end
 

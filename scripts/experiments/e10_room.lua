@@ -71,7 +71,7 @@ print("machine: " .. lib.machine())
 print(string.format("%s, %d steps, trainer on '%s', auditor on '%s'", a.model, a.steps, a.trainer, a.auditor))
 lib.table(header, rows)
 lib.csv(out .. "/room.csv", header, csv_rows)
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 print(vt.json.encode(summary))
 for _, v in pairs(summary) do
   if not v.roots_equal or v.illegitimate > 0 then os.exit(1) end

@@ -94,7 +94,7 @@ print(string.format("%s, %d steps, target class %d, trainer on '%s', auditor on 
 local header = {"window", "trainer", "clean acc", "trigger success", "backdoor loss", "logit shift", "flips/step", "audit"}
 lib.table(header, rows)
 lib.csv(out .. "/steer.csv", header, rows)
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 for _, v in pairs(summary) do
   for _, r in pairs(v) do r.root = nil end
   for _, r in ipairs(v.seeds or {}) do r.root = nil end

@@ -59,7 +59,7 @@ lib.plot(out .. "/e2_divergence.png", out .. "/e2_plot.csv", {
   title = string.format("E2: weight L2 distance, %s vs %s (%s); 1e-12 means exactly 0", a.a, a.b, a.model),
   xlabel = "step", ylabel = "L2 distance", logy = true,
   series = {{column = 2, title = "plain FP32"}, {column = 3, title = "FP64 rounded, no logs"}, {column = 4, title = "FP64 rounded + logs"}}})
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 print(vt.json.encode{experiment = "E2", model = a.model, steps = a.steps, first_differing_fp32 = first.fp32,
                      first_differing_rounded = first.rounded, first_differing_logged = first.log,
                      final_l2_fp32 = rows[#rows][2], final_l2_rounded = rows[#rows][3], final_l2_logged = rows[#rows][4]})

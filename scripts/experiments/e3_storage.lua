@@ -91,5 +91,5 @@ local result = {
   calibrated_exact_per_step = calibrated.exact,
 }
 lib.json(out .. "/e3_storage.json", {rows = rows, result = result})
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 print(vt.json.encode(result))

@@ -35,6 +35,6 @@ print("machine: " .. lib.machine())
 print(string.format("E4: %s, %d steps, trainer %s, auditor %s, paper window (band 0.25)", a.model, a.steps, a.a, a.b))
 lib.table(header, rows)
 lib.csv(out .. "/e4_corrections.csv", header, rows)
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 print(vt.json.encode{experiment = "E4", model = a.model, steps = a.steps, corrections_per_step_b32 = rows[1][3],
                      logged_per_step_b32 = rows[1][2]})

@@ -42,7 +42,7 @@ for model in a.models:gmatch("[^,]+") do
   rows[#rows + 1] = {model, fp32, fp64, trainer, auditor, trainer / fp64, auditor / fp64, trainer / fp32, checkpoint,
                      (checkpoint / 5) / trainer}
   results[model] = {trainer_over_fp64 = trainer / fp64, auditor_over_fp64 = auditor / fp64, checkpoint_bytes = #bytes}
-  os.execute("rm -rf '" .. tmp .. "'")
+  vt.fs.remove(tmp)
 end
 print("machine: " .. lib.machine())
 print(string.format("E6: seconds per step (%d timed steps after a warm-up), profile %s, %d threads", a.steps, a.profile, vt.threads()))

@@ -27,5 +27,5 @@ lib.plot(out .. "/e8_bits.png", out .. "/e8_bits.csv", {
   title = string.format("E8: held-out loss and trainer time against b (%s, %d steps)", a.model, a.steps),
   xlabel = "b (bits kept)", ylabel = "held-out loss", y2label = "trainer seconds per step",
   series = {{column = 2, title = "held-out loss"}, {column = 5, title = "trainer s/step", y2 = true}}})
-os.execute("rm -rf '" .. tmp .. "'")
+vt.fs.remove(tmp)
 print(vt.json.encode{experiment = "E8", loss_b32 = rows[1][2], loss_min_bits = rows[#rows][2]})

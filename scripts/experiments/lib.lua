@@ -72,7 +72,7 @@ end
 
 function M.outdir(name, dir)
   dir = dir ~= "" and dir or ("results/" .. name)
-  os.execute("mkdir -p '" .. dir .. "'")
+  vt.fs.mkdir(dir)
   return dir
 end
 
@@ -92,23 +92,17 @@ local function describe_machine()
   end
   local p = vt.profile()
   local blas = tostring(p.blas_library)
-  local real = io.popen("readlink -f '" .. blas:gsub("'", "") .. "' 2>/dev/null")
-  if real then
-    local resolved = real:read("*l")
-    real:close()
-    if resolved and resolved ~= "" then blas = resolved end
-  end
+  local resolved = vt.fs.realpath(blas)
+  if resolved then blas = resolved end
   return string.format("%s; ATen %s; BLAS %s; profile %s; %d thread(s)", cpu, tostring(p.aten_capability), blas, p.name,
                        vt.threads())
 end
 local machine = describe_machine()
 function M.machine() return machine end
 
+-- A fresh directory for an experiment's stores; the experiment removes it (vt.fs.remove).
 function M.tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  os.execute("mkdir -p '" .. d .. "'")
-  return d
+  return vt.fs.tmpdir("vtrun-experiment")
 end
 
 -- Prints rows (arrays of values) under a header, columns padded.

@@ -5,9 +5,9 @@
 --   vtrun scripts/verify/big_models.lua [resnet50|gpt2|both] [workdir]
 -- Needs about 8 GB of memory for GPT-2 small (FP64 weights, gradients and Adam state).
 local which = arg[1] or "both"
-local workdir = arg[2] or (os.tmpname() .. ".big")
+-- Its stores go to a fresh directory (inside workdir when given), removed at the end.
+local workdir = vt.fs.tmpdir("big-models", arg[2])
 local corpus = vt.corpus
-os.execute("rm -rf '" .. workdir .. "' && mkdir -p '" .. workdir .. "'")
 
 local configs = {}
 if which == "resnet50" or which == "both" then
@@ -47,6 +47,6 @@ for _, c in ipairs(configs) do
   print(string.format("  roots %s (%s)", same and "equal" or "DIFFER", trainer:root():sub(1, 16)))
   if not same then failed = failed + 1 end
 end
-os.execute("rm -rf '" .. workdir .. "'")
+vt.fs.remove(workdir)
 print(string.format("%d passed, %d failed", #configs - failed, failed))
 os.exit(failed == 0 and 0 or 1)

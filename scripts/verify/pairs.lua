@@ -16,7 +16,7 @@
 -- disagrees. Its closing line is "N passed, N failed" over the ordered pairs.
 local model = arg[1] or "mlp"
 local steps = tonumber(arg[2]) or 200
-local workdir = arg[3] or (os.tmpname() .. ".pairs")
+local workdir = (arg[3] and arg[3] ~= "") and arg[3] or vt.fs.tmpdir("pairs")
 local only = (arg[4] and arg[4] ~= "") and arg[4] or nil
 local window = arg[5] or "paper"
 local jobs = tonumber(arg[6]) or 1
@@ -42,18 +42,14 @@ local function read(path)
   f:close()
   return text
 end
-local function quote(path) return "'" .. path:gsub("'", "'\\''") .. "'" end
 -- Never deletes a directory it did not make: a workdir must be new, empty, or one this
 -- script made with the same settings (then finished runs are reused).
 local previous = read(workdir .. "/config.json")
 if previous == nil then
-  local listing = io.popen("ls -A " .. quote(workdir) .. " 2>/dev/null")
-  local entry = listing:read("*l")
-  listing:close()
-  if entry then
+  if vt.fs.exists(workdir) and #vt.fs.list(workdir) > 0 then
     error("pairs.lua: workdir '" .. workdir .. "' is not empty and was not made by pairs.lua; give a new or empty one", 0)
   end
-  os.execute("mkdir -p " .. quote(workdir))
+  vt.fs.mkdir(workdir)
   local f = assert(io.open(workdir .. "/config.json", "w"))
   f:write(config)
   f:close()
@@ -80,7 +76,7 @@ local function start(job)
     job.done(parse(cached), true)
     return false
   end
-  os.execute("rm -rf " .. quote(workdir .. "/" .. job.name))  -- an unfinished run of ours starts over
+  vt.fs.remove(workdir .. "/" .. job.name)  -- an unfinished run of ours starts over
   local argv = {vtrun, "--profile", job.profile, worker}
   for _, a in ipairs(job.args) do argv[#argv + 1] = tostring(a) end
   job.child = vt.process.spawn(argv)
@@ -107,15 +103,15 @@ local function drain()
         local f = assert(io.open(workdir .. "/" .. job.name .. ".result", "w"))
         f:write(out, "\n")
         f:close()
-        if job.discard then os.execute("rm -rf " .. quote(workdir .. "/" .. job.name)) end
+        if job.discard then vt.fs.remove(workdir .. "/" .. job.name) end
         job.done(result, false)
       end
     end
   end
 end
 
-print(string.format("model %s, %d steps, profiles: %s, %s window, %d jobs", model, steps, table.concat(profiles, ", "),
-                    window, jobs))
+print(string.format("model %s, %d steps, profiles: %s, %s window, %d jobs, workdir %s", model, steps,
+                    table.concat(profiles, ", "), window, jobs, workdir))
 local windows = ""
 if window == "calibrated" then
   windows = workdir .. "/windows.json"

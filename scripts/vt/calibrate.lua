@@ -145,13 +145,8 @@ function M.calibrate(options)
   end
   local data = options.data
   local dataset = type(data) == "table" and require("vt.game").data(data) or data
-  local dir = options.dir
-  if dir == nil then
-    dir = os.tmpname()
-    os.remove(dir)  -- only the unique name is wanted
-    dir = dir .. ".calibrate"
-  end
-  os.execute("rm -rf '" .. dir .. "' && mkdir -p '" .. dir .. "'")
+  -- Its own fresh directory (inside options.dir when given): it removes only that.
+  local dir = vt.fs.tmpdir("calibrate", options.dir)
 
   local t0 = vt.clock()
   local acc = {}
@@ -229,7 +224,7 @@ function M.calibrate(options)
   end)
   if not ok then
     collectgarbage("collect")  -- close the stores before their directory goes
-    os.execute("rm -rf '" .. dir .. "'")
+    vt.fs.remove(dir)
     error(err, 0)
   end
   if options.progress then io.stderr:write("\n") end
@@ -261,7 +256,7 @@ function M.calibrate(options)
     round[kind] = {band = band, alpha = math.max(floor, by_kind[kind] or 0)}
   end
 
-  os.execute("rm -rf '" .. dir .. "'")
+  vt.fs.remove(dir)
   local self = setmetatable({round = round, boundaries = acc, profiles = profiles, steps = steps, safety = safety,
                              floor = floor, band = band, exact_updates = exact_updates, seconds = vt.clock() - t0,
                              replay_problems = replay_problems},
