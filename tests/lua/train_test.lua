@@ -63,6 +63,28 @@ s:test("trainer and auditor on different profiles end with equal roots", functio
   for name, t in pairs(a) do T.assert_true(t:equal(b[name]), name) end
 end)
 
+s:test("an auditor copies the logged directions it would not have taken, and ends with the trainer's root", function()
+  -- Two profiles rarely straddle a midpoint in a short run (the run above needs no
+  -- correction), so the trainer here takes the other legitimate direction wherever its log
+  -- allows (deviate flip_within): every such entry is a correction the auditor must copy.
+  local spec = make_spec{steps = 4}
+  local trainer = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t-flip"), profile = "blocked",
+                             deviate = {kind = "flip_within", amount = 3}}
+  local tr = trainer:run{progress = false}
+  T.assert_true(tr.steered > 0, "the trainer flipped values")
+  local auditor = vt.auditor{spec = spec, data = data, logs = trainer, profile = "splitk4",
+                             store = vt.store.open(dir .. "/a-flip")}
+  local r = auditor:run{progress = false}
+  T.assert_true(r.corrections > 0, "corrections: " .. r.corrections)
+  T.assert_eq(r.illegitimate, 0)
+  T.assert_eq(r.root, trainer:root())
+  -- The control: the honest run of the same spec ends elsewhere, so the copied directions
+  -- mattered.
+  local honest = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t-flip-honest"), profile = "blocked"}
+  honest:run{progress = false}
+  T.assert_ne(honest:root(), trainer:root())
+end)
+
 s:test("an auditor whose spec is not the logs' is refused, the differing fields named", function()
   -- Replaying under another spec would look exactly like a cheating trainer.
   local spec = make_spec{steps = 4}
