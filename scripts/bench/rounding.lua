@@ -7,20 +7,7 @@
 -- ratio_to_memcpy) is 1 thread, b = 32, paper mode. Target: ratio_to_memcpy >= 0.40.
 --
 --   vtrun scripts/bench/rounding.lua [elements=16777216] [repeats=5] [threads=1,2] [bits=32,26]
-local opts = {elements = 16777216, repeats = 5, threads = {1, 2}, bits = {32, 26}}
-for _, a in ipairs(arg or {}) do
-  local key, value = a:match("^%-*([%w_]+)=(.+)$")
-  if key == nil then error("bad argument '" .. a .. "' (use key=value)") end
-  if key == "threads" or key == "bits" then
-    local list = {}
-    for v in value:gmatch("[^,]+") do list[#list + 1] = tonumber(v) end
-    opts[key] = list
-  elseif key == "elements" or key == "repeats" then
-    opts[key] = tonumber(value)
-  else
-    error("unknown argument '" .. key .. "' (valid: elements, repeats, threads, bits)")
-  end
-end
+local opts = vt.args({elements = 16777216, repeats = 5, threads = {1, 2}, bits = {32, 26}}, arg)
 
 local r = vt.bench_rounding{elements = opts.elements, repeats = opts.repeats,
                             threads = opts.threads, bits = opts.bits, alpha = 2 ^ -44}

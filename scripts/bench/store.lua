@@ -2,33 +2,18 @@
 -- hashing against raw single-core SHA-256 of the same bytes, and Merkle append / proof
 -- times for 1M leaves (in memory and in the store). All measured in this one run.
 --
---   vtrun scripts/bench/store.lua [--quick] [--log-mb N] [--hash-mb N] [--leaves N] [--dir DIR]
+--   vtrun scripts/bench/store.lua [quick=false] [log_mb=256] [hash_mb=256] [leaves=1000000] [dir=]
 --
 -- The last line is one JSON object; `hash_ratio_to_sha256` (target >= 0.8) and
 -- `log_write_mb_per_s` (64 KiB records, zstd, the store's default) are the headline numbers.
 local ffi = require "ffi"
 
-local opts = {log_mb = 256, hash_mb = 256, leaves = 1000000, dir = nil}
-do
-  local i = 1
-  while arg and arg[i] do
-    local a = arg[i]
-    if a == "--quick" then
-      opts.log_mb, opts.hash_mb, opts.leaves = 32, 64, 100000
-    elseif a == "--log-mb" or a == "--hash-mb" or a == "--leaves" then
-      local v = tonumber(arg[i + 1])
-      if v == nil or v <= 0 then error(a .. " needs a positive number") end
-      opts[a:sub(3):gsub("-", "_")] = v
-      i = i + 1
-    elseif a == "--dir" then
-      opts.dir = assert(arg[i + 1], "--dir needs a directory")
-      i = i + 1
-    else
-      error("unknown argument '" .. a .. "' (valid: --quick, --log-mb N, --hash-mb N, --leaves N, --dir DIR)")
-    end
-    i = i + 1
-  end
+local opts = vt.args({quick = false, log_mb = 256, hash_mb = 256, leaves = 1000000, dir = ""}, arg)
+if opts.quick then opts.log_mb, opts.hash_mb, opts.leaves = 32, 64, 100000 end
+for _, key in ipairs{"log_mb", "hash_mb", "leaves"} do
+  if not (opts[key] > 0) then error("argument " .. key .. " must be > 0, got " .. opts[key], 0) end
 end
+if opts.dir == "" then opts.dir = nil end
 
 pcall(ffi.cdef, [[
   typedef struct { long tv_sec; long tv_nsec; } vt_bench_timespec;

@@ -8,8 +8,8 @@
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native]
 -- Last line: one JSON object with trainer_over_fp64, auditor_over_fp64, log_bytes_per_step
 -- (paper window; the worst model) and the same with the prefix calibrated_, then per model.
-local steps = tonumber(arg[1]) or 6
-local profile = arg[2] or "native"
+local a = vt.args({steps = 6, profile = "native"}, arg)
+local steps, profile = a.steps, a.profile
 local corpus = vt.corpus
 
 local workdir = vt.fs.tmpdir("bench-training")

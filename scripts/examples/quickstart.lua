@@ -2,14 +2,15 @@
 -- Merkle roots are equal bit for bit), then let a trainer poison its data from step 37 and
 -- watch the verification game find the interval and the judge decide.
 --
---   build/vtrun scripts/examples/quickstart.lua [workdir]
+--   build/vtrun scripts/examples/quickstart.lua [dir=]
 --
--- With a workdir, the stores and the game's transcripts stay there (it must be new, empty,
+-- With dir=, the stores and the game's transcripts stay there (it must be new, empty,
 -- or a previous quickstart's); without one they go to a temporary directory removed at the
 -- end (they take a few hundred MB).
 local game = vt.game
-local keep = arg[1] ~= nil
-local workdir = arg[1] or vt.fs.tmpdir("quickstart")
+local args = vt.args({dir = ""}, arg)
+local keep = args.dir ~= ""
+local workdir = keep and args.dir or vt.fs.tmpdir("quickstart")
 local marker = workdir .. "/.vtrun-quickstart"
 if vt.fs.exists(marker) then
   vt.fs.remove(workdir)  -- a previous quickstart's: ours to replace

@@ -48,26 +48,9 @@ function M.spec(s, steps, round, extra)
   return vt.spec(fields)
 end
 
--- key=value command-line arguments over defaults: `vtrun e3.lua model=gpt steps=10`.
+-- key=value command-line arguments over defaults: `vtrun e3.lua model=gpt steps=10` (vt.args).
 function M.args(defaults, args)
-  local out = {}
-  for k, v in pairs(defaults) do out[k] = v end
-  for _, a in ipairs(args or {}) do
-    local k, v = a:match("^([%w_]+)=(.*)$")
-    if k == nil or defaults[k] == nil then
-      local keys = {}
-      for key in pairs(defaults) do keys[#keys + 1] = key end
-      table.sort(keys)
-      io.stderr:write("vtrun: unknown argument '" .. a .. "' (valid: " .. table.concat(keys, "=, ") .. "=)\n")
-      os.exit(2)
-    end
-    if type(defaults[k]) == "number" then
-      v = tonumber(v)
-      if v == nil then io.stderr:write("vtrun: " .. k .. " must be a number\n") os.exit(2) end
-    end
-    out[k] = v
-  end
-  return out
+  return vt.args(defaults, args)
 end
 
 function M.outdir(name, dir)

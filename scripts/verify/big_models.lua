@@ -2,11 +2,12 @@
 -- each run two verified steps: a trainer on `native` with logs, an auditor on `splitk4`
 -- replaying them, roots compared. Prints step times and log bytes per step.
 --
---   vtrun scripts/verify/big_models.lua [resnet50|gpt2|both] [workdir]
+--   vtrun scripts/verify/big_models.lua [models=resnet50|gpt2|both] [dir=]
 -- Needs about 8 GB of memory for GPT-2 small (FP64 weights, gradients and Adam state).
-local which = arg[1] or "both"
+local args = vt.args({models = "both", dir = ""}, arg)
+local which = args.models
 -- Its stores go to a fresh directory (inside workdir when given), removed at the end.
-local workdir = vt.fs.tmpdir("big-models", arg[2])
+local workdir = vt.fs.tmpdir("big-models", args.dir ~= "" and args.dir or nil)
 local corpus = vt.corpus
 
 local configs = {}

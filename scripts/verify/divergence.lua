@@ -7,9 +7,8 @@
 --
 -- Exits 1 if the plain FP32 or the rounded-without-logs pair never diverges within `steps`
 -- (that would mean the profiles do not really differ), so it doubles as a test.
-local model = arg[1] or "gpt"
-local steps = tonumber(arg[2]) or 200
-local pa, pb = arg[3] or "native", arg[4] or "splitk4"
+local a = vt.args({model = "gpt", steps = 200, profile_a = "native", profile_b = "splitk4"}, arg)
+local model, steps, pa, pb = a.model, a.steps, a.profile_a, a.profile_b
 local corpus = vt.corpus
 
 local data, m, optim, batch

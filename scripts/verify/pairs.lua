@@ -2,7 +2,7 @@
 -- other profile replaying its logs, and the roots compared. Process-level profiles run in
 -- their own processes (`vtrun --profile NAME`), so this script drives subprocesses.
 --
---   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [workdir] [profiles=a,b,...]
+--   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [dir=] [profiles=a,b,...]
 --                                  [window=paper|calibrated] [jobs=1]
 --
 -- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
@@ -14,17 +14,15 @@
 -- other settings, and deletes nothing but its own runs' directories. Prints a line per trainer and per auditor as each
 -- finishes, then the matrix of (trainer, auditor) outcomes, and exits 1 if any pair
 -- disagrees. Its closing line is "N passed, N failed" over the ordered pairs.
-local model = arg[1] or "mlp"
-local steps = tonumber(arg[2]) or 200
-local workdir = (arg[3] and arg[3] ~= "") and arg[3] or vt.fs.tmpdir("pairs")
-local only = (arg[4] and arg[4] ~= "") and arg[4] or nil
-local window = arg[5] or "paper"
-local jobs = tonumber(arg[6]) or 1
+local args = vt.args({model = "mlp", steps = 200, dir = "", profiles = "", window = "paper", jobs = 1}, arg)
+local model, steps, window, jobs = args.model, args.steps, args.window, args.jobs
+local workdir = args.dir ~= "" and args.dir or vt.fs.tmpdir("pairs")
+local only = args.profiles ~= "" and args.profiles or nil
 local vtrun = arg[-1]
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local worker = here .. "pairs_worker.lua"
 if window ~= "paper" and window ~= "calibrated" then error("window must be paper or calibrated, got " .. window) end
-if jobs < 1 or jobs ~= math.floor(jobs) then error("jobs must be an integer >= 1, got " .. tostring(arg[6])) end
+if jobs < 1 or jobs ~= math.floor(jobs) then error("jobs must be an integer >= 1, got " .. tostring(jobs), 0) end
 
 local profiles = {}
 for _, p in ipairs(vt.profiles()) do

@@ -14,6 +14,7 @@ local lazy = {
   repl = "vt.repl",
   game = "vt.game",
   calibrate = "vt.calibrate",
+  args = "vt.args",
 }
 
 -- vt.show(v): any value printed in full (the REPL's own printing folds long strings and
