@@ -28,6 +28,7 @@ constexpr const char* kProgram = "vtrun";
 
 lua_State* g_interruptible = nullptr;  // the state a Ctrl-C should interrupt, if any
 volatile sig_atomic_t g_interrupt_pending = 0;  // Ctrl-C seen, not yet consumed
+volatile sig_atomic_t g_interrupt_checked = 0;  // InterruptChecks alive: Ctrl-C only asks to stop
 
 void InterruptHook(lua_State* L, lua_Debug*) {
   lua_sethook(L, nullptr, 0, 0);
@@ -35,10 +36,16 @@ void InterruptHook(lua_State* L, lua_Debug*) {
 }
 
 void OnInterrupt(int) {
+  g_interrupt_pending = 1;
+  if (g_interrupt_checked > 0) {
+    static const char kNote[] = "\n(stopping after the step in progress)\n";
+    ssize_t ignored = write(STDERR_FILENO, kNote, sizeof kNote - 1);
+    (void)ignored;
+    return;
+  }
   // A second Ctrl-C before the hook fires (e.g. inside a long C++ call that does not check
   // ConsumeInterrupt) kills the process.
   signal(SIGINT, SIG_DFL);
-  g_interrupt_pending = 1;
   ssize_t ignored = write(STDERR_FILENO, "\n", 1);  // end the terminal's "^C" line
   (void)ignored;
   if (g_interruptible != nullptr) {
@@ -301,6 +308,15 @@ int Traceback(lua_State* L) {
   }
   luaL_traceback(L, L, lua_tostring(L, 1), 1);
   return 1;
+}
+
+InterruptChecks::InterruptChecks() { g_interrupt_checked = g_interrupt_checked + 1; }
+InterruptChecks::~InterruptChecks() {
+  g_interrupt_checked = g_interrupt_checked - 1;
+  // A Ctrl-C that came after the loop's last check interrupts the Lua code that follows.
+  if (g_interrupt_checked == 0 && g_interrupt_pending && g_interruptible != nullptr) {
+    lua_sethook(g_interruptible, InterruptHook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
 }
 
 bool ConsumeInterrupt(lua_State* L) {

@@ -33,6 +33,17 @@ int CallInterruptible(lua_State* L, int nargs, int nresults);
 // and its result would be thrown away.
 bool ConsumeInterrupt(lua_State* L);
 
+// While one of these lives, the code below checks ConsumeInterrupt between its steps, so a
+// Ctrl-C (or several) only asks it to stop after the step in progress: the process is never
+// killed by a second Ctrl-C, which would lose a REPL session in a long step.
+class InterruptChecks {
+ public:
+  InterruptChecks();
+  ~InterruptChecks();
+  InterruptChecks(const InterruptChecks&) = delete;
+  InterruptChecks& operator=(const InterruptChecks&) = delete;
+};
+
 // Prints the error message on top of the stack to stderr as "vtrun: <message>" and pops it.
 void ReportError(lua_State* L);
 

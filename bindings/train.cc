@@ -610,6 +610,7 @@ int RunnerRun(lua_State* L) {
   const std::string metrics = OptString(L, 2, api, "metrics").value_or("");
   return Protect(L, api, [&] {
     RunProgress progress(*r, mode, metrics);
+    InterruptChecks checks;  // Ctrl-C stops the loop after a step; a second one does not kill the process
     train::StepReport total;
     double loss = 0;
     int64_t steps = 0;
