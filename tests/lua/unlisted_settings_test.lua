@@ -14,6 +14,10 @@ local function setup(model, round)
     data = vt.data.synthetic{size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 3}
     m = vt.models.mlp{input_shape = {1, 8, 8}, hidden = {64, 32}, classes = 4}
     optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}
+  elseif model == "resnet" then
+    data = vt.data.synthetic{size = 256, input_shape = {1, 8, 8}, classes = 4, seed = 3}
+    m = vt.models.resnet{depth = 18, width = 4, in_channels = 1, classes = 4}
+    optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}
   else
     data = vt.data.text{path = vt.corpus, context = 16}
     m = vt.models.gpt2{layers = 2, d_model = 32, heads = 2, vocab = 256, context = 16}
@@ -88,7 +92,7 @@ s:test("each setting computes other bits than the trainer's process (the control
   end
 end)
 
-for _, model in ipairs{"mlp", "gpt"} do
+for _, model in ipairs{"mlp", "resnet", "gpt"} do
   s:test(model .. ": an auditor on each unlisted setting replays to the trainer's root", function()
     local spec, data = setup(model, {bits = 32, band = 0.25})
     local cal = vt.calibrate{spec = spec, data = data, profiles = {"native", "splitk4", "blocked"}, steps = 3}
