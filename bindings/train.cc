@@ -123,16 +123,6 @@ std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, c
   return out;
 }
 
-// Model defaults, so a spec made from vt.models.gpt2{layers = 4} names every field.
-const std::map<std::string, std::map<std::string, std::string>>& ModelDefaults() {
-  static const std::map<std::string, std::map<std::string, std::string>> d = {
-      {"mlp", {{"input_shape", "1,28,28"}, {"hidden", "128,64"}, {"classes", "10"}, {"dropout", "0"}}},
-      {"resnet", {{"depth", "18"}, {"width", "64"}, {"in_channels", "3"}, {"classes", "10"}}},
-      {"gpt2", {{"layers", "12"}, {"d_model", "768"}, {"heads", "12"}, {"vocab", "50257"}, {"context", "1024"}, {"dropout", "0"}}},
-  };
-  return d;
-}
-
 void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefix, std::map<std::string, std::string>* f) {
   CheckOptions(L, idx, api, {"band", "alpha"});
   if (auto band = FieldString(L, idx, api, "band")) (*f)[prefix + ".band"] = *band;
@@ -150,9 +140,13 @@ int SpecNew(lua_State* L) {
   if (!lua_istable(L, -1)) Fail(L, api, "option 'model' is required: a table from vt.models.mlp/resnet/gpt2");
   int model = lua_gettop(L);
   auto type = FieldString(L, model, api, "type");
-  if (!type || !ModelDefaults().count(*type)) Fail(L, api, "option 'model' must come from vt.models.mlp, vt.models.resnet or vt.models.gpt2");
+  if (!type || (*type != "mlp" && *type != "resnet" && *type != "gpt2")) {
+    Fail(L, api, "option 'model' must come from vt.models.mlp, vt.models.resnet or vt.models.gpt2");
+  }
   f["model.type"] = *type;
-  for (const auto& [key, value] : ModelDefaults().at(*type)) {
+  // Fields the script leaves out take the model's own defaults (runtime/nn/models.h), so a
+  // spec made from vt.models.gpt2{layers = 4} names every field.
+  for (const auto& [key, value] : nn::DefaultModelFields(*type)) {
     f["model." + key] = FieldString(L, model, api, key.c_str()).value_or(value);
   }
   // Data.

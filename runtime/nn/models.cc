@@ -59,12 +59,7 @@ class Mlp : public Model {
   }
 
   std::string type() const override { return "mlp"; }
-  std::map<std::string, std::string> config() const override {
-    return {{"input_shape", ShapeString(config_.input_shape)},
-            {"hidden", ShapeString(config_.hidden)},
-            {"classes", Str(config_.classes)},
-            {"dropout", Str(config_.dropout)}};
-  }
+  std::map<std::string, std::string> config() const override { return ConfigFields(config_); }
 
  private:
   MlpConfig config_;
@@ -165,12 +160,7 @@ class ResNet : public Model {
   }
 
   std::string type() const override { return "resnet"; }
-  std::map<std::string, std::string> config() const override {
-    return {{"depth", Str(int64_t{config_.depth})},
-            {"width", Str(config_.width)},
-            {"in_channels", Str(config_.in_channels)},
-            {"classes", Str(config_.classes)}};
-  }
+  std::map<std::string, std::string> config() const override { return ConfigFields(config_); }
 
  private:
   ResNetConfig config_;
@@ -235,10 +225,7 @@ class Gpt2 : public Model {
   }
 
   std::string type() const override { return "gpt2"; }
-  std::map<std::string, std::string> config() const override {
-    return {{"layers", Str(config_.layers)}, {"d_model", Str(config_.d_model)}, {"heads", Str(config_.heads)},
-            {"vocab", Str(config_.vocab)},   {"context", Str(config_.context)}, {"dropout", Str(config_.dropout)}};
-  }
+  std::map<std::string, std::string> config() const override { return ConfigFields(config_); }
 
  private:
   Gpt2Config config_;
@@ -248,6 +235,30 @@ class Gpt2 : public Model {
 };
 
 }  // namespace
+
+std::map<std::string, std::string> ConfigFields(const MlpConfig& c) {
+  return {{"input_shape", ShapeString(c.input_shape)},
+          {"hidden", ShapeString(c.hidden)},
+          {"classes", Str(c.classes)},
+          {"dropout", Str(c.dropout)}};
+}
+
+std::map<std::string, std::string> ConfigFields(const ResNetConfig& c) {
+  return {{"depth", Str(int64_t{c.depth})}, {"width", Str(c.width)}, {"in_channels", Str(c.in_channels)},
+          {"classes", Str(c.classes)}};
+}
+
+std::map<std::string, std::string> ConfigFields(const Gpt2Config& c) {
+  return {{"layers", Str(c.layers)}, {"d_model", Str(c.d_model)}, {"heads", Str(c.heads)},
+          {"vocab", Str(c.vocab)},   {"context", Str(c.context)}, {"dropout", Str(c.dropout)}};
+}
+
+std::map<std::string, std::string> DefaultModelFields(const std::string& type) {
+  if (type == "mlp") return ConfigFields(MlpConfig{});
+  if (type == "resnet") return ConfigFields(ResNetConfig{});
+  if (type == "gpt2") return ConfigFields(Gpt2Config{});
+  throw Error("unknown model type '" + type + "' (valid: mlp, resnet, gpt2)");
+}
 
 at::Tensor Model::Loss(const at::Tensor& logits, const at::Tensor& targets) {
   return CrossEntropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));

@@ -50,6 +50,16 @@ struct Gpt2Config {
   double dropout = 0.0;    // Default: 0.
 };
 
+// Each configuration as the canonical "model.*" fields of a spec (without "model."), exactly
+// as the built model's config() gives them. The one home of the models' defaults: vt.spec
+// fills a field the script leaves out from DefaultModelFields.
+std::map<std::string, std::string> ConfigFields(const MlpConfig& config);
+std::map<std::string, std::string> ConfigFields(const ResNetConfig& config);
+std::map<std::string, std::string> ConfigFields(const Gpt2Config& config);
+// ConfigFields of the default configuration of "mlp", "resnet" or "gpt2"; throws vt::Error
+// naming the valid types otherwise.
+std::map<std::string, std::string> DefaultModelFields(const std::string& type);
+
 // Each throws vt::Error naming an invalid field.
 std::shared_ptr<Model> MakeMlp(const MlpConfig& config, uint64_t seed);
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& config, uint64_t seed);
