@@ -1,5 +1,6 @@
 #include "runtime/train/spec.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,20 @@ const std::set<std::string> kOptimKeys = {"kind", "lr", "momentum", "nesterov", 
                                           "beta2", "eps", "schedule", "warmup", "min_factor"};
 const char* kKinds[] = {"fwd", "bwd", "grad", "update"};
 
+// A canonical decimal integer (what std::to_string writes: no sign but '-', no leading zeros,
+// no spaces) that fits int64_t; false otherwise.
+bool ParseInt(const std::string& s, int64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || std::to_string(v) != s) return false;
+  *out = v;
+  return true;
+}
+
+// The data sets a spec can name (Dataset::name() up to its ':').
+const std::set<std::string> kDataKinds = {"fashion-mnist", "synthetic", "text"};
+
 class Reader {
  public:
   explicit Reader(const std::map<std::string, std::string>& f) : f_(f) {}
@@ -41,20 +56,29 @@ class Reader {
     return it->second;
   }
   bool Has(const std::string& key) const { return f_.count(key) > 0; }
+  // Numbers must be spelled canonically (Num: "%.17g", the shortest form that round-trips
+  // through "%.17g"; integers in plain decimal): the spec hash is over the text, so "16",
+  // "0x10" and "1.6e1" for one learning rate would be three specs for one run.
   double Double(const std::string& key) const {
     const std::string& s = Str(key);
     char* end = nullptr;
+    errno = 0;
     double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !std::isfinite(v)) throw Error("spec: field '" + key + "' must be a number, got '" + s + "'");
+    if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+      throw Error("spec: field '" + key + "' must be a finite number, got '" + s + "'");
+    }
+    if (s != Num(v)) {
+      throw Error("spec: field '" + key + "' must be spelled canonically (printf \"%.17g\": '" + Num(v) + "'), got '" + s +
+                  "'");
+    }
     return v;
   }
   int64_t Int(const std::string& key, int64_t min, int64_t max) const {
     const std::string& s = Str(key);
-    char* end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || v < min || v > max) {
+    int64_t v = 0;
+    if (!ParseInt(s, &v) || v < min || v > max) {
       throw Error("spec: field '" + key + "' must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                  "], got '" + s + "'");
+                  "] in plain decimal, got '" + s + "'");
     }
     return v;
   }
@@ -68,9 +92,11 @@ class Reader {
     std::stringstream in(Str(key));
     std::string item;
     while (std::getline(in, item, ',')) {
-      char* end = nullptr;
-      long long v = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0) throw Error("spec: field '" + key + "' must be a comma-separated list of sizes");
+      int64_t v = 0;
+      if (!ParseInt(item, &v) || v < 0) {
+        throw Error("spec: field '" + key + "' must be a comma-separated list of sizes in plain decimal, got '" + Str(key) +
+                    "'");
+      }
       out.push_back(v);
     }
     return out;
@@ -112,6 +138,23 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
   }
 }
 
+// data.kind is a known data set, data.name belongs to it, data.digest is a SHA-256 in hex.
+void CheckDataFields(const Reader& r) {
+  const std::string& kind = r.Str("data.kind");
+  if (kDataKinds.count(kind) == 0) {
+    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic or text, got '" + kind + "'");
+  }
+  const std::string& name = r.Str("data.name");
+  if (name != kind && name.rfind(kind + ":", 0) != 0) {
+    throw Error("spec: field 'data.name' must be '" + kind + "' or start with '" + kind + ":' (data.kind), got '" + name +
+                "'");
+  }
+  const std::string& digest = r.Str("data.digest");
+  if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw Error("spec: field 'data.digest' must be a SHA-256 in 64 lowercase hex digits, got '" + digest + "'");
+  }
+}
+
 }  // namespace
 
 Spec Spec::FromFields(std::map<std::string, std::string> fields) {
@@ -126,7 +169,7 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields) {
   spec.steps();
   spec.seed();
   spec.checkpoint_every();
-  for (const char* key : {"data.kind", "data.name", "data.digest"}) r.Str(key);
+  CheckDataFields(r);
   spec.Optimizer().Validate();
   spec.Windows().Validate();
   spec.BuildModel();
