@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "store/checkpoint_digest.h"
@@ -110,6 +111,39 @@ bool EmptyDatabase(const std::string& path, const std::vector<std::string>& name
   for (rocksdb::ColumnFamilyHandle* cf : handles) raw->DestroyColumnFamilyHandle(cf);
   delete raw;
   return empty;
+}
+
+// A secondary instance (a reader) leaves every table file it cannot open out of its view of
+// the database: RocksDB recovers its MANIFEST point-in-time, treating a damaged file as a
+// missing one. The keys in that file then read as absent ("missing leaf", "not a vtrun
+// store") instead of as corruption. So: if the directory holds SST files the reader does not
+// list, recover the MANIFEST once more as a read-only instance does, which opens every live
+// table file and fails with Corruption on a damaged one (paranoid_checks). Unlisted files are
+// usually harmless (obsolete files a writer has not deleted yet, or one a killed flush left
+// behind), and then that open succeeds; a writer's concurrent compaction or WAL switch only
+// makes it fail with a non-corruption status, which is ignored. Throws Error on corruption.
+void CheckTableFiles(rocksdb::DB* db, const rocksdb::DBOptions& db_options,
+                     const std::vector<rocksdb::ColumnFamilyDescriptor>& cfds,
+                     const std::string& path) {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db->GetLiveFilesMetaData(&live);
+  std::set<std::string> listed;
+  for (const rocksdb::LiveFileMetaData& f : live) listed.insert(fs::path(f.name).filename());
+  bool unlisted = false;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    const fs::path& p = e.path();
+    if (p.extension() == ".sst" && listed.count(p.filename().string()) == 0) unlisted = true;
+  }
+  if (!unlisted) return;
+  rocksdb::DB* check = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, path, cfds, &handles, &check);
+  if (s.ok()) {
+    for (rocksdb::ColumnFamilyHandle* h : handles) check->DestroyColumnFamilyHandle(h);
+    delete check;
+  }
+  if (s.IsCorruption()) throw Error("store '" + path + "' is corrupt: " + s.ToString());
 }
 
 }  // namespace
@@ -269,6 +303,11 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
     if (!s.ok()) throw Error("cannot open store '" + path + "': " + s.ToString());
   }
   h->db = raw;
+  if (options.read_only) {
+    h->db_options = db;
+    h->cfds = cfds;
+    CheckTableFiles(raw, db, cfds, path);
+  }
   store->h_ = std::move(h);
 
   // The format record: written by the first writer, checked by everyone.
@@ -370,6 +409,7 @@ void Store::Refresh() {
   rocksdb::Status s = h_->db->TryCatchUpWithPrimary();
   if (!s.ok())
     throw Error("store '" + path_ + "': cannot catch up with the writer: " + s.ToString());
+  CheckTableFiles(h_->db, h_->db_options, h_->cfds, path_);
 }
 
 // ---------------------------------------------------------------------------------------

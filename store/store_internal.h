@@ -25,6 +25,9 @@ struct Store::Handles {
   rocksdb::DB* db = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;  // indexed by Family
   std::shared_ptr<rocksdb::Cache> cache;
+  // Readers only: how the database was opened, for CheckTableFiles after each Refresh().
+  rocksdb::DBOptions db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfds;
   ~Handles();
 };
 
