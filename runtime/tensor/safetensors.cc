@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -38,6 +39,29 @@ void CheckName(const std::string& what, const char* kind, const std::string& nam
     throw Error(what + ": " + kind + " name '" + name.substr(0, name.find('\0')) +
                 "\\0...' contains a 0x00 byte (not allowed)");
   }
+}
+
+// The "shape" of a header entry: an array of integers from 0 to INT64_MAX. Read by hand, as
+// nlohmann's get<int64_t>() would wrap 2^64 - 1 to -1 and cast 1e30 (undefined behaviour).
+std::vector<int64_t> ReadShape(const nlohmann::json& j) {
+  if (!j.is_array()) throw Error("shape must be an array of integers, got " + j.dump());
+  std::vector<int64_t> shape;
+  for (size_t d = 0; d < j.size(); ++d) {
+    const nlohmann::json& v = j[d];
+    if (v.is_number_integer() && !v.is_number_unsigned()) {
+      const int64_t x = v.get<int64_t>();
+      if (x < 0) {
+        throw Error("shape dimension " + std::to_string(d) + " is " + std::to_string(x) + " (must be >= 0)");
+      }
+      shape.push_back(x);
+    } else if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+      shape.push_back(static_cast<int64_t>(v.get<uint64_t>()));
+    } else {
+      throw Error("shape dimension " + std::to_string(d) + " is " + v.dump() +
+                  " (must be an integer from 0 to " + std::to_string(INT64_MAX) + ")");
+    }
+  }
+  return shape;
 }
 
 // The byte size of a tensor of `shape` and `element` bytes per element, checked against
@@ -102,12 +126,14 @@ void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::s
 }
 
 SafetensorsFile LoadSafetensors(const std::string& path) {
-  const std::string what = "safetensors file '" + path + "'";
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("cannot open '" + path + "': " + std::strerror(errno));
   std::ostringstream buffer;
   buffer << f.rdbuf();
-  const std::string bytes = buffer.str();
+  return DecodeSafetensors(buffer.str(), "safetensors file '" + path + "'");
+}
+
+SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& what) {
   if (bytes.size() < 8) throw Error(what + ": shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[i])) << (8 * i);
@@ -137,7 +163,7 @@ SafetensorsFile LoadSafetensors(const std::string& path) {
     const std::string name = it.key();
     try {
       const std::string dtype = it->at("dtype").get<std::string>();
-      const std::vector<int64_t> shape = it->at("shape").get<std::vector<int64_t>>();
+      const std::vector<int64_t> shape = ReadShape(it->at("shape"));
       const std::vector<uint64_t> offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
       const Code* code = nullptr;
       for (const auto& c : kCodes) {

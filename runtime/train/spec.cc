@@ -1,5 +1,6 @@
 #include "runtime/train/spec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -155,9 +156,48 @@ void CheckDataFields(const Reader& r) {
   }
 }
 
+// An upper bound on the number of parameters and buffers of the spec's model, from its
+// fields alone (mirroring models.cc; in double, so hostile sizes cannot overflow it).
+double ModelValuesBound(const Reader& r) {
+  const std::string& type = r.Str("model.type");
+  auto linear = [](double in, double out) { return in * out + out; };
+  if (type == "mlp") {
+    double in = 1;
+    for (int64_t d : r.Ints("model.input_shape")) in *= static_cast<double>(d);
+    double total = 0;
+    if (r.Has("model.hidden") && !r.Str("model.hidden").empty()) {
+      for (int64_t h : r.Ints("model.hidden")) {
+        total += linear(in, static_cast<double>(h));
+        in = static_cast<double>(h);
+      }
+    }
+    return total + linear(in, static_cast<double>(r.Int("model.classes", 2, 1 << 24)));
+  }
+  if (type == "resnet") {
+    // Every convolution 3x3 and every channel with 5 batch-norm values: above the real count.
+    const double width = static_cast<double>(r.Int("model.width", 1, 1 << 16));
+    const int64_t depth = r.Int("model.depth", 1, 1000);
+    const double expansion = depth == 18 ? 1 : 4;
+    const int blocks = depth == 18 ? 2 : 6;
+    double total = 9 * 3 * width + 5 * width;
+    double in = width;
+    for (int stage = 0; stage < 4; ++stage) {
+      const double out = width * (1 << stage) * expansion;
+      total += blocks * (3 * 9 * std::max(in, out) * out + 3 * 9 * out * out + 4 * 5 * out);
+      in = out;
+    }
+    return total + linear(in, static_cast<double>(r.Int("model.classes", 2, 1 << 24)));
+  }
+  const double d = static_cast<double>(r.Int("model.d_model", 1, 1 << 16));
+  const double layers = static_cast<double>(r.Int("model.layers", 1, 1024));
+  const double vocab = static_cast<double>(r.Int("model.vocab", 2, 1 << 24));
+  const double context = static_cast<double>(r.Int("model.context", 1, 1 << 20));
+  return (vocab + context) * d + layers * (12 * d * d + 13 * d) + 2 * d;
+}
+
 }  // namespace
 
-Spec Spec::FromFields(std::map<std::string, std::string> fields) {
+Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_model_values) {
   fields.emplace("version", kSpecVersion);
   if (fields["version"] != kSpecVersion) throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " + kSpecVersion + ")");
   CheckKeys(fields);
@@ -172,11 +212,18 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields) {
   CheckDataFields(r);
   spec.Optimizer().Validate();
   spec.Windows().Validate();
+  const double values = ModelValuesBound(r);
+  if (values > max_model_values) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g", values);
+    throw Error("spec: the model (model.type " + r.Str("model.type") + ") would have up to " + text +
+                " parameters and buffers, more than the " + Num(max_model_values) + " a spec may describe");
+  }
   spec.BuildModel();
   return spec;
 }
 
-Spec Spec::Parse(std::string_view canonical) {
+Spec Spec::Parse(std::string_view canonical, double max_model_values) {
   std::map<std::string, std::string> fields;
   size_t pos = 0;
   int line = 0;
@@ -194,7 +241,7 @@ Spec Spec::Parse(std::string_view canonical) {
     previous = key;
     pos = end + 1;
   }
-  return FromFields(std::move(fields));
+  return FromFields(std::move(fields), max_model_values);
 }
 
 std::map<std::string, std::string> Spec::Fields(const nn::Model& model, const data::Dataset& data,
