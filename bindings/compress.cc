@@ -31,6 +31,15 @@ int Decompress(lua_State* L) {
   if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN || size > (1ull << 32)) {
     Fail(L, "vt.zstd.decompress", "not a zstd frame with a known size of at most 4 GiB");
   }
+  // The declared size is only a claim: allocate no more than the frame can produce. Every
+  // block has a 3-byte header and yields at most 128 KiB (ZSTD_BLOCKSIZE_MAX) from at least
+  // one byte of content, so `len` bytes decompress to at most len / 4 * 128 KiB.
+  const unsigned long long most = static_cast<unsigned long long>(len) / 4 * ZSTD_BLOCKSIZE_MAX;
+  if (size > most) {
+    Fail(L, "vt.zstd.decompress",
+         "the frame declares " + std::to_string(size) + " bytes of content, more than its " +
+             std::to_string(len) + " bytes can hold (at most " + std::to_string(most) + ")");
+  }
   std::string out(static_cast<size_t>(size), '\0');
   const size_t n = ZSTD_decompress(out.data(), out.size(), src, len);
   if (ZSTD_isError(n)) Fail(L, "vt.zstd.decompress", ZSTD_getErrorName(n));

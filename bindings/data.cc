@@ -2,9 +2,14 @@
 // Example indices and steps are 1-based in Lua.
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <cstdio>
+#include <new>
+
 #include "bindings/lua_support.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
+#include "runtime/common/error.h"
 #include "runtime/data/sources.h"
 
 namespace vt::lua {
@@ -106,27 +111,64 @@ int MSettings(lua_State* L) {
   return 1;
 }
 
+// A batch's tensors are allocated by ATen; a size that memory cannot hold surfaces as
+// "[enforce fail at alloc_cpu.cpp:75] ..." or std::bad_alloc. This says what was asked for.
+data::Batch GetBatch(const DatasetPtr& d, const std::vector<int64_t>& indices, uint64_t seed, int64_t epoch) {
+  auto fail = [&] {
+    int64_t per = 1;
+    for (int64_t s : d->input_shape()) per *= s;
+    return vt::Error("cannot allocate memory for " + std::to_string(indices.size()) + " examples of " +
+                 std::to_string(per) + " values each from '" + d->name() + "'");
+  };
+  try {
+    return d->Get(indices, seed, epoch);
+  } catch (const std::bad_alloc&) {
+    throw fail();
+  } catch (const c10::Error& e) {
+    const std::string what = e.what();
+    if (what.find("alloc") != std::string::npos && what.find("memory") != std::string::npos) throw fail();
+    throw;
+  }
+}
+
 // d:get(indices, {seed=, epoch=}) with 1-based indices (a table or an int64 tensor).
 int MGet(lua_State* L) {
   const char* api = "vt.data.get";
   DatasetPtr& d = CheckDataset(L, 1);
+  const int64_t size = d->size();
   std::vector<int64_t> indices;
+  // Checked here, 1-based as the caller wrote them (the data set checks 0-based ones).
+  auto check = [&](double v, int64_t item) {
+    if (v != std::floor(v) || v < 1 || v > static_cast<double>(size)) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.17g", v);
+      Fail(L, api, "index " + std::to_string(item) + " is " + text + ", must be an integer in [1, " +
+                       std::to_string(size) + "] (indices are 1-based)");
+    }
+    indices.push_back(static_cast<int64_t>(v) - 1);
+  };
   if (at::Tensor* t = TestTensor(L, 2)) {
+    if (t->is_floating_point() || t->is_complex()) Fail(L, api, "an index tensor must have an integer dtype");
     at::Tensor flat = t->to(at::kLong).flatten().contiguous();
-    for (int64_t i = 0; i < flat.numel(); ++i) indices.push_back(flat.data_ptr<int64_t>()[i] - 1);
+    for (int64_t i = 0; i < flat.numel(); ++i) check(static_cast<double>(flat.data_ptr<int64_t>()[i]), i + 1);
   } else {
     CheckTable(L, 2);
     for (int i = 1; i <= static_cast<int>(lua_objlen(L, 2)); ++i) {
       lua_rawgeti(L, 2, i);
-      indices.push_back(static_cast<int64_t>(lua_tonumber(L, -1)) - 1);
+      if (lua_type(L, -1) != LUA_TNUMBER) {
+        Fail(L, api, "index " + std::to_string(i) + " must be a number, got " + luaL_typename(L, -1));
+      }
+      check(lua_tonumber(L, -1), i);
       lua_pop(L, 1);
     }
   }
   CheckOptions(L, 3, api, {"seed", "epoch"});
   int64_t seed = OptInteger(L, 3, api, "seed").value_or(0);
   int64_t epoch = OptInteger(L, 3, api, "epoch").value_or(0);
+  if (seed < 0) Fail(L, api, "option 'seed' must be >= 0");
+  if (epoch < 0) Fail(L, api, "option 'epoch' must be >= 0");
   return Protect(L, api, [&] {
-    data::Batch b = d->Get(indices, static_cast<uint64_t>(seed), epoch);
+    data::Batch b = GetBatch(d, indices, static_cast<uint64_t>(seed), epoch);
     PushTensor(L, b.inputs);
     PushTensor(L, b.targets);
     return 2;
@@ -146,7 +188,7 @@ int MBatch(lua_State* L) {
   return Protect(L, api, [&] {
     int64_t epoch = 0;
     auto indices = data::BatchIndices(static_cast<uint64_t>(seed), d->size(), batch, step, &epoch);
-    data::Batch b = d->Get(indices, static_cast<uint64_t>(seed), epoch);
+    data::Batch b = GetBatch(d, indices, static_cast<uint64_t>(seed), epoch);
     PushTensor(L, b.inputs);
     PushTensor(L, b.targets);
     for (auto& i : indices) ++i;

@@ -23,6 +23,9 @@ namespace {
 using Json = nlohmann::json;
 constexpr const char* kBytesKey = "$bytes";
 constexpr int kMaxDepth = 200;
+// nlohmann's serializer grows its indent buffer (512 spaces) by doubling once per level, so
+// an indent above 512 reads past it (heap bytes in the output, or a crash); 64 is plenty.
+constexpr int64_t kMaxIndent = 64;
 
 bool ValidUtf8(const std::string& s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -220,7 +223,12 @@ void PushJson(lua_State* L, const Json& j, int depth) {
 int Encode(lua_State* L) {
   const char* api = "vt.json.encode";
   CheckOptions(L, 2, api, {"indent"});
-  const int indent = static_cast<int>(OptInteger(L, 2, api, "indent").value_or(-1));
+  std::optional<int64_t> indent_option = OptInteger(L, 2, api, "indent");
+  if (indent_option && (*indent_option < 0 || *indent_option > kMaxIndent)) {
+    Fail(L, api, "option 'indent' must be an integer from 0 to " + std::to_string(kMaxIndent) +
+                     " (omit it for compact output), got " + std::to_string(*indent_option));
+  }
+  const int indent = static_cast<int>(indent_option.value_or(-1));  // -1: compact
   Json j = ToJson(L, 1, "$", 0);
   return Protect(L, api, [&] {
     std::string text = j.dump(indent);

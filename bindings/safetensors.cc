@@ -21,7 +21,9 @@ int Save(lua_State* L) {
     if (lua_type(L, -2) != LUA_TSTRING) Fail(L, api, "tensor names must be strings");
     at::Tensor* t = TestTensor(L, -1);
     if (t == nullptr) Fail(L, api, std::string("'") + lua_tostring(L, -2) + "' is not a tensor");
-    tensors.emplace_back(lua_tostring(L, -2), *t);
+    size_t len = 0;
+    const char* name = lua_tolstring(L, -2, &len);
+    tensors.emplace_back(std::string(name, len), *t);  // whole, so a 0x00 byte is rejected, not cut
     lua_pop(L, 1);
   }
   std::map<std::string, std::string> metadata;
@@ -30,7 +32,10 @@ int Save(lua_State* L) {
     lua_pushnil(L);
     while (lua_next(L, 3) != 0) {
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING) Fail(L, api, "metadata must map strings to strings");
-      metadata[lua_tostring(L, -2)] = lua_tostring(L, -1);
+      size_t klen = 0, vlen = 0;
+      const char* k = lua_tolstring(L, -2, &klen);
+      const char* v = lua_tolstring(L, -1, &vlen);
+      metadata[std::string(k, klen)] = std::string(v, vlen);
       lua_pop(L, 1);
     }
   }
@@ -52,7 +57,7 @@ int Load(lua_State* L) {
     }
     lua_newtable(L);
     for (const auto& [k, v] : file.metadata) {
-      lua_pushstring(L, v.c_str());
+      lua_pushlstring(L, v.data(), v.size());  // names have no 0x00 (checked); values may
       lua_setfield(L, -2, k.c_str());
     }
     return 2;

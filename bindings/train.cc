@@ -170,9 +170,9 @@ int SpecNew(lua_State* L) {
     o.emplace("momentum", "0");
     o.emplace("nesterov", "false");
   } else {
-    o.emplace("beta1", "0.9");
-    o.emplace("beta2", "0.999");
-    o.emplace("eps", "1e-08");
+    o.emplace("beta1", Num(0.9));  // spelled as the spec parser requires ("%.17g")
+    o.emplace("beta2", Num(0.999));
+    o.emplace("eps", Num(1e-8));
   }
   for (const auto& [k, v] : o) f["optim." + k] = v;
   // Run settings.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "store/checkpoint_digest.h"
@@ -20,6 +21,7 @@
 #include "store/error.h"
 #include "store/records.h"
 #include "store/store_internal.h"
+#include "store/writer_claim.h"
 
 namespace vt::store {
 
@@ -69,8 +71,11 @@ rocksdb::CompressionType ToRocks(Compression c) {
   return rocksdb::kNoCompression;
 }
 
-// Readers log nothing: their RocksDB info log would otherwise need a directory of its own
-// that outlives the process if it is killed.
+// The store's RocksDB instances log nothing. Readers: their info log would otherwise need a
+// directory of its own that outlives the process if it is killed. Writers: RocksDB's own
+// info log lives in the store directory, and writing it on a full disk ends in an assertion
+// (SIGABRT) inside RocksDB instead of an error; every failure that matters reaches the
+// caller as a Status anyway.
 class NullLogger : public rocksdb::Logger {
  public:
   NullLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::HEADER_LEVEL) {}
@@ -108,6 +113,39 @@ bool EmptyDatabase(const std::string& path, const std::vector<std::string>& name
   return empty;
 }
 
+// A secondary instance (a reader) leaves every table file it cannot open out of its view of
+// the database: RocksDB recovers its MANIFEST point-in-time, treating a damaged file as a
+// missing one. The keys in that file then read as absent ("missing leaf", "not a vtrun
+// store") instead of as corruption. So: if the directory holds SST files the reader does not
+// list, recover the MANIFEST once more as a read-only instance does, which opens every live
+// table file and fails with Corruption on a damaged one (paranoid_checks). Unlisted files are
+// usually harmless (obsolete files a writer has not deleted yet, or one a killed flush left
+// behind), and then that open succeeds; a writer's concurrent compaction or WAL switch only
+// makes it fail with a non-corruption status, which is ignored. Throws Error on corruption.
+void CheckTableFiles(rocksdb::DB* db, const rocksdb::DBOptions& db_options,
+                     const std::vector<rocksdb::ColumnFamilyDescriptor>& cfds,
+                     const std::string& path) {
+  std::vector<rocksdb::LiveFileMetaData> live;
+  db->GetLiveFilesMetaData(&live);
+  std::set<std::string> listed;
+  for (const rocksdb::LiveFileMetaData& f : live) listed.insert(fs::path(f.name).filename());
+  bool unlisted = false;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    const fs::path& p = e.path();
+    if (p.extension() == ".sst" && listed.count(p.filename().string()) == 0) unlisted = true;
+  }
+  if (!unlisted) return;
+  rocksdb::DB* check = nullptr;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, path, cfds, &handles, &check);
+  if (s.ok()) {
+    for (rocksdb::ColumnFamilyHandle* h : handles) check->DestroyColumnFamilyHandle(h);
+    delete check;
+  }
+  if (s.IsCorruption()) throw Error("store '" + path + "' is corrupt: " + s.ToString());
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -116,7 +154,14 @@ bool EmptyDatabase(const std::string& path, const std::vector<std::string>& name
 Store::Store(std::string path, const StoreOptions& options)
     : path_(std::move(path)), options_(options) {}
 
-Store::~Store() { Close(); }
+Store::~Store() {
+  // A destructor must not throw; a failed flush leaves the data in the write-ahead log,
+  // from which the next open recovers it.
+  try {
+    Close();
+  } catch (const std::exception&) {
+  }
+}
 
 std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& options) {
   if (dir.empty()) throw Error("store directory must be a non-empty path");
@@ -155,11 +200,18 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
   db.create_if_missing = !options.read_only && options.create_if_missing;
   db.create_missing_column_families = !options.read_only;
   db.paranoid_checks = true;
-  db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // A damaged record anywhere in the write-ahead log fails the open. Point-in-time recovery
+  // (RocksDB's default) would silently drop the bad record and everything after it, which
+  // also drops the run's later progress records, so the shortened run still verifies. Only an
+  // incomplete record at the very end of a log is tolerated: that is what a writer killed in
+  // the middle of a write leaves (kill -9 must recover as before); kAbsoluteConsistency would
+  // refuse that too. Finished runs do not depend on this: they are flushed to checksummed
+  // SST files (Close, and PutCheckpoint of a run's last leaf).
+  db.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   db.keep_log_file_num = 3;
   db.max_background_jobs = 2;
   db.max_open_files = -1;  // required by secondary instances; fine for writers
-  db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db.info_log = std::make_shared<NullLogger>();
   // Reopening after a crash replays the WAL into memtables instead of flushing tiny files.
   db.avoid_flush_during_recovery = true;
 
@@ -220,10 +272,9 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
 
   rocksdb::DB* raw = nullptr;
   if (options.read_only) {
-    // A secondary instance needs a directory for its info log; with a null logger nothing
+    // A secondary instance needs a directory for its info log; with the null logger nothing
     // is written there, so the scratch directory is removed right after opening and a
     // killed reader leaves nothing behind.
-    db.info_log = std::make_shared<NullLogger>();
     std::string scratch = (fs::temp_directory_path() / "vtstore-reader-XXXXXX").string();
     if (mkdtemp(scratch.data()) == nullptr) {
       throw Error("cannot create a temporary directory for a store reader");
@@ -240,6 +291,8 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
     fs::remove_all(scratch, ec);
     if (!s.ok()) throw Error("cannot open store '" + path + "' for reading: " + s.ToString());
   } else {
+    // Claimed before RocksDB's LOCK file, which cannot tell this process's writers apart.
+    h->claim = std::make_unique<WriterClaim>(path);
     rocksdb::Status s = rocksdb::DB::Open(db, path, cfds, &h->cfs, &raw);
     if (IsLockError(s)) {
       throw Error("store '" + path +
@@ -250,6 +303,11 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
     if (!s.ok()) throw Error("cannot open store '" + path + "': " + s.ToString());
   }
   h->db = raw;
+  if (options.read_only) {
+    h->db_options = db;
+    h->cfds = cfds;
+    CheckTableFiles(raw, db, cfds, path);
+  }
   store->h_ = std::move(h);
 
   // The format record: written by the first writer, checked by everyone.
@@ -288,9 +346,27 @@ Store::Handles::~Handles() {
 void Store::Close() {
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!h_) return;
+  // Everything written goes into checksummed SST files before the write-ahead log is left
+  // behind: a closed store never depends on WAL recovery.
+  rocksdb::Status flushed;
+  if (!options_.read_only) flushed = FlushAll();
   h_.reset();
   run_states_.clear();
   next_transcript_seq_.clear();
+  if (!flushed.ok()) {
+    throw Error("store '" + path_ +
+                "' closed, but flushing it to SST files failed (what was written stays in the "
+                "write-ahead log and is recovered by the next open): " +
+                flushed.ToString());
+  }
+}
+
+rocksdb::Status Store::FlushAll() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  rocksdb::Status s = h_->db->Flush(fo, h_->cfs);
+  if (s.ok()) s = h_->db->FlushWAL(true);
+  return s;
 }
 
 bool Store::FamiliesEmpty() const {
@@ -322,10 +398,7 @@ rocksdb::ColumnFamilyHandle* Store::Cf(Family f) const { return h_->cfs[static_c
 void Store::Flush() {
   auto g = Guard();
   if (options_.read_only) return;
-  rocksdb::FlushOptions fo;
-  fo.wait = true;
-  rocksdb::Status s = h_->db->Flush(fo, h_->cfs);
-  if (s.ok()) s = h_->db->FlushWAL(true);
+  rocksdb::Status s = FlushAll();
   if (!s.ok()) throw Error("store '" + path_ + "': flush failed: " + s.ToString());
 }
 
@@ -336,6 +409,7 @@ void Store::Refresh() {
   rocksdb::Status s = h_->db->TryCatchUpWithPrimary();
   if (!s.ok())
     throw Error("store '" + path_ + "': cannot catch up with the writer: " + s.ToString());
+  CheckTableFiles(h_->db, h_->db_options, h_->cfds, path_);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -666,6 +740,15 @@ LeafRecord Store::PutCheckpoint(std::string_view run, uint64_t leaf, std::string
   st.chain = LogDigestChain();
   st.frontier = std::move(frontier);
   if (options.metadata) st.info.metadata = *options.metadata;
+  if (st.info.leaves == total) {
+    // A finished run goes into checksummed SST files at once, so that it survives damage to
+    // the write-ahead log even if this process is killed before it closes the store.
+    rocksdb::Status s = FlushAll();
+    if (!s.ok()) {
+      throw Error("store '" + path_ + "': run " + r +
+                  " is complete, but flushing it to SST files failed: " + s.ToString());
+    }
+  }
   return rec;
 }
 

@@ -10,13 +10,17 @@
 // after the process was killed at any instant holds a consistent prefix of the run: every
 // leaf has its checkpoint and Merkle nodes, and every step is complete or absent. A writer
 // resumes with Rollback() (drops steps after the last checkpoint) and goes on from there.
+// A damaged record in the middle of the write-ahead log fails every open (only an incomplete
+// record at its end, what a kill leaves, is dropped); a run's last leaf and Close() flush
+// everything to checksummed SST files, so finished runs never depend on the log.
 //
 // Every value carries a CRC-32C bound to its key (FORMAT.md, "Record envelope"); reads check
 // it and throw CorruptionError naming the family and key instead of returning bad bytes.
 // Verify() checks every record and every derived hash and lists every bad key.
 //
-// Processes: one writer per store directory (RocksDB's LOCK file); a second writer gets an
-// Error naming the directory. Readers (read_only) open a RocksDB secondary instance, which
+// Processes: one writer per store directory (RocksDB's LOCK file across processes; within a
+// process a claim on the directory's device and inode, so a symlink or another spelling of the
+// path cannot open a second writer); a second writer gets an Error naming the directory. Readers (read_only) open a RocksDB secondary instance, which
 // needs no lock, writes nothing, and works while a writer writes; Refresh() catches up
 // with the writer.
 //
@@ -44,6 +48,7 @@
 
 namespace rocksdb {
 class DB;
+class Status;
 class ColumnFamilyHandle;
 class Snapshot;
 class WriteBatch;
@@ -169,6 +174,9 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Closes the database (idempotent). Later calls throw Error("store '<dir>' is closed").
+  // Writers first flush everything to SST files; if that fails (disk full) the store is
+  // still closed, the data stays in the write-ahead log for the next open, and Close throws
+  // Error saying so. The destructor closes and swallows that error.
   void Close();
   bool closed() const;
   const std::string& path() const { return path_; }  // absolute directory
@@ -258,6 +266,7 @@ class Store {
   std::shared_lock<std::shared_mutex> Guard() const;
   void CheckWritable() const;
   bool FamiliesEmpty() const;  // true if no family holds any key
+  rocksdb::Status FlushAll();  // memtables to SST files, then sync the WAL; writers only
   rocksdb::ColumnFamilyHandle* Cf(Family f) const;
   std::optional<std::string> GetRaw(Family f, std::string_view key,
                                     const rocksdb::Snapshot* snap = nullptr) const;

@@ -16,13 +16,18 @@
 #include "store/merkle.h"
 #include "store/sha256.h"
 #include "store/store.h"
+#include "store/writer_claim.h"
 
 namespace vt::store {
 
 struct Store::Handles {
+  std::unique_ptr<WriterClaim> claim;  // writers only; released after the database closes
   rocksdb::DB* db = nullptr;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;  // indexed by Family
   std::shared_ptr<rocksdb::Cache> cache;
+  // Readers only: how the database was opened, for CheckTableFiles after each Refresh().
+  rocksdb::DBOptions db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfds;
   ~Handles();
 };
 

@@ -41,6 +41,10 @@ class Dataset {
   virtual Batch Get(const std::vector<int64_t>& indices, uint64_t seed, int64_t epoch) const = 0;
 };
 
+// The largest batch size and step BatchIndices accepts (the spec's ranges for batch and steps).
+constexpr int64_t kMaxBatch = int64_t{1} << 24;
+constexpr int64_t kMaxStep = int64_t{1} << 40;
+
 // Which examples make up the batch of `step` (1-based, as steps are numbered in the protocol:
 // step 1 is the first update): the training stream walks a fresh
 // Philox permutation of [0, n) per epoch, keyed by (seed, epoch). Returns the indices and

@@ -42,8 +42,14 @@ std::vector<int64_t> Permutation(uint64_t seed, int64_t epoch, int64_t n) {
 std::vector<int64_t> BatchIndices(uint64_t seed, int64_t n, int64_t batch, int64_t step,
                                   int64_t* epoch) {
   if (n <= 0) throw Error("cannot sample from an empty data set");
-  if (batch <= 0) throw Error("batch size must be >= 1, got " + std::to_string(batch));
-  if (step < 1) throw Error("step must be >= 1, got " + std::to_string(step));
+  // The spec's ranges (spec.cc); they also keep (step - 1) * batch from overflowing and a
+  // hostile batch size from asking for terabytes of indices (std::bad_alloc).
+  if (batch < 1 || batch > kMaxBatch) {
+    throw Error("batch size must be an integer in [1, " + std::to_string(kMaxBatch) + "], got " + std::to_string(batch));
+  }
+  if (step < 1 || step > kMaxStep) {
+    throw Error("step must be an integer in [1, " + std::to_string(kMaxStep) + "], got " + std::to_string(step));
+  }
   // Permutations are cached per (seed, n, epoch): a run asks for the same few again and again.
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const std::vector<int64_t>>> cache;

@@ -37,6 +37,13 @@ constexpr uint8_t kLogFormatVersion = 1;
 // per element, so this bounds what a hostile record can make the decoder allocate (4 GiB).
 constexpr int64_t kMaxLogElements = int64_t{1} << 32;
 
+// The element limit a decoder uses when its caller names none (2^27: 128 MiB of states).
+// A dense record must hold a byte per 5 elements, but a sparse one declares its element
+// count in a varint: 14 bytes can announce 2^32 elements with no entry, and decoding
+// allocates one byte per element. Nothing in the bytes bounds that, so the bound is the
+// caller's: a replay passes the tensor's size; larger tensors need an explicit limit.
+constexpr int64_t kDefaultLogElements = int64_t{1} << 27;
+
 // "dense", "sparse", "auto" -> the encoding; throws vt::Error listing the valid names.
 LogEncoding ParseLogEncoding(std::string_view name);
 std::string LogEncodingName(LogEncoding encoding);
@@ -59,8 +66,8 @@ double BitsPerElement(const LogRecord& record, LogEncoding encoding = LogEncodin
 
 struct DecodeLimits {
   // Reject records declaring more elements than this (bounds the memory a record may ask
-  // for). Values above kMaxLogElements are clamped to it. Default: kMaxLogElements.
-  int64_t max_elements = kMaxLogElements;
+  // for). Values above kMaxLogElements are clamped to it. Default: kDefaultLogElements.
+  int64_t max_elements = kDefaultLogElements;
 };
 
 // The header fields of an encoded record.

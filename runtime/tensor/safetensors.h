@@ -28,4 +28,9 @@ void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::s
 // file and the problem.
 SafetensorsFile LoadSafetensors(const std::string& path);
 
+// Decodes the bytes of a safetensors file, as LoadSafetensors does; `what` names the source
+// in error messages ("safetensors file 'w.safetensors'"). Nothing is allocated for a tensor
+// before its shape, dtype and offsets are checked against the bytes present.
+SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& what);
+
 }  // namespace vt

@@ -1,5 +1,7 @@
 #include "runtime/train/spec.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +34,20 @@ const std::set<std::string> kOptimKeys = {"kind", "lr", "momentum", "nesterov", 
                                           "beta2", "eps", "schedule", "warmup", "min_factor"};
 const char* kKinds[] = {"fwd", "bwd", "grad", "update"};
 
+// A canonical decimal integer (what std::to_string writes: no sign but '-', no leading zeros,
+// no spaces) that fits int64_t; false otherwise.
+bool ParseInt(const std::string& s, int64_t* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE || std::to_string(v) != s) return false;
+  *out = v;
+  return true;
+}
+
+// The data sets a spec can name (Dataset::name() up to its ':').
+const std::set<std::string> kDataKinds = {"fashion-mnist", "synthetic", "text"};
+
 class Reader {
  public:
   explicit Reader(const std::map<std::string, std::string>& f) : f_(f) {}
@@ -41,20 +57,29 @@ class Reader {
     return it->second;
   }
   bool Has(const std::string& key) const { return f_.count(key) > 0; }
+  // Numbers must be spelled canonically (Num: "%.17g", the shortest form that round-trips
+  // through "%.17g"; integers in plain decimal): the spec hash is over the text, so "16",
+  // "0x10" and "1.6e1" for one learning rate would be three specs for one run.
   double Double(const std::string& key) const {
     const std::string& s = Str(key);
     char* end = nullptr;
+    errno = 0;
     double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || !std::isfinite(v)) throw Error("spec: field '" + key + "' must be a number, got '" + s + "'");
+    if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+      throw Error("spec: field '" + key + "' must be a finite number, got '" + s + "'");
+    }
+    if (s != Num(v)) {
+      throw Error("spec: field '" + key + "' must be spelled canonically (printf \"%.17g\": '" + Num(v) + "'), got '" + s +
+                  "'");
+    }
     return v;
   }
   int64_t Int(const std::string& key, int64_t min, int64_t max) const {
     const std::string& s = Str(key);
-    char* end = nullptr;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || v < min || v > max) {
+    int64_t v = 0;
+    if (!ParseInt(s, &v) || v < min || v > max) {
       throw Error("spec: field '" + key + "' must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                  "], got '" + s + "'");
+                  "] in plain decimal, got '" + s + "'");
     }
     return v;
   }
@@ -68,9 +93,11 @@ class Reader {
     std::stringstream in(Str(key));
     std::string item;
     while (std::getline(in, item, ',')) {
-      char* end = nullptr;
-      long long v = std::strtoll(item.c_str(), &end, 10);
-      if (item.empty() || *end != '\0' || v < 0) throw Error("spec: field '" + key + "' must be a comma-separated list of sizes");
+      int64_t v = 0;
+      if (!ParseInt(item, &v) || v < 0) {
+        throw Error("spec: field '" + key + "' must be a comma-separated list of sizes in plain decimal, got '" + Str(key) +
+                    "'");
+      }
       out.push_back(v);
     }
     return out;
@@ -112,9 +139,65 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
   }
 }
 
+// data.kind is a known data set, data.name belongs to it, data.digest is a SHA-256 in hex.
+void CheckDataFields(const Reader& r) {
+  const std::string& kind = r.Str("data.kind");
+  if (kDataKinds.count(kind) == 0) {
+    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic or text, got '" + kind + "'");
+  }
+  const std::string& name = r.Str("data.name");
+  if (name != kind && name.rfind(kind + ":", 0) != 0) {
+    throw Error("spec: field 'data.name' must be '" + kind + "' or start with '" + kind + ":' (data.kind), got '" + name +
+                "'");
+  }
+  const std::string& digest = r.Str("data.digest");
+  if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw Error("spec: field 'data.digest' must be a SHA-256 in 64 lowercase hex digits, got '" + digest + "'");
+  }
+}
+
+// An upper bound on the number of parameters and buffers of the spec's model, from its
+// fields alone (mirroring models.cc; in double, so hostile sizes cannot overflow it).
+double ModelValuesBound(const Reader& r) {
+  const std::string& type = r.Str("model.type");
+  auto linear = [](double in, double out) { return in * out + out; };
+  if (type == "mlp") {
+    double in = 1;
+    for (int64_t d : r.Ints("model.input_shape")) in *= static_cast<double>(d);
+    double total = 0;
+    if (r.Has("model.hidden") && !r.Str("model.hidden").empty()) {
+      for (int64_t h : r.Ints("model.hidden")) {
+        total += linear(in, static_cast<double>(h));
+        in = static_cast<double>(h);
+      }
+    }
+    return total + linear(in, static_cast<double>(r.Int("model.classes", 2, 1 << 24)));
+  }
+  if (type == "resnet") {
+    // Every convolution 3x3 and every channel with 5 batch-norm values: above the real count.
+    const double width = static_cast<double>(r.Int("model.width", 1, 1 << 16));
+    const int64_t depth = r.Int("model.depth", 1, 1000);
+    const double expansion = depth == 18 ? 1 : 4;
+    const int blocks = depth == 18 ? 2 : 6;
+    double total = 9 * 3 * width + 5 * width;
+    double in = width;
+    for (int stage = 0; stage < 4; ++stage) {
+      const double out = width * (1 << stage) * expansion;
+      total += blocks * (3 * 9 * std::max(in, out) * out + 3 * 9 * out * out + 4 * 5 * out);
+      in = out;
+    }
+    return total + linear(in, static_cast<double>(r.Int("model.classes", 2, 1 << 24)));
+  }
+  const double d = static_cast<double>(r.Int("model.d_model", 1, 1 << 16));
+  const double layers = static_cast<double>(r.Int("model.layers", 1, 1024));
+  const double vocab = static_cast<double>(r.Int("model.vocab", 2, 1 << 24));
+  const double context = static_cast<double>(r.Int("model.context", 1, 1 << 20));
+  return (vocab + context) * d + layers * (12 * d * d + 13 * d) + 2 * d;
+}
+
 }  // namespace
 
-Spec Spec::FromFields(std::map<std::string, std::string> fields) {
+Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_model_values) {
   fields.emplace("version", kSpecVersion);
   if (fields["version"] != kSpecVersion) throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " + kSpecVersion + ")");
   CheckKeys(fields);
@@ -126,14 +209,21 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields) {
   spec.steps();
   spec.seed();
   spec.checkpoint_every();
-  for (const char* key : {"data.kind", "data.name", "data.digest"}) r.Str(key);
+  CheckDataFields(r);
   spec.Optimizer().Validate();
   spec.Windows().Validate();
+  const double values = ModelValuesBound(r);
+  if (values > max_model_values) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.3g", values);
+    throw Error("spec: the model (model.type " + r.Str("model.type") + ") would have up to " + text +
+                " parameters and buffers, more than the " + Num(max_model_values) + " a spec may describe");
+  }
   spec.BuildModel();
   return spec;
 }
 
-Spec Spec::Parse(std::string_view canonical) {
+Spec Spec::Parse(std::string_view canonical, double max_model_values) {
   std::map<std::string, std::string> fields;
   size_t pos = 0;
   int line = 0;
@@ -151,7 +241,7 @@ Spec Spec::Parse(std::string_view canonical) {
     previous = key;
     pos = end + 1;
   }
-  return FromFields(std::move(fields));
+  return FromFields(std::move(fields), max_model_values);
 }
 
 std::map<std::string, std::string> Spec::Fields(const nn::Model& model, const data::Dataset& data,

@@ -36,13 +36,20 @@ namespace vt::train {
 
 constexpr const char* kSpecVersion = "1";
 
+// The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating
+// a spec builds its model, and a spec is untrusted input (a trainer discloses it to every
+// auditor and judge), so the size is checked from the fields before anything is allocated.
+constexpr double kMaxModelValues = 2147483648.0;
+
 class Spec {
  public:
-  // Validates every field (known keys, types, ranges, the model's and optimizer's own
-  // checks) and throws vt::Error naming the first bad one.
-  static Spec FromFields(std::map<std::string, std::string> fields);
+  // Validates every field (known keys, types, ranges, a model of at most `max_model_values`
+  // values, the model's and optimizer's own checks) and throws vt::Error naming the first
+  // bad one. Numbers must be spelled as Fields() spells them: integers in plain decimal,
+  // other numbers as printf("%.17g"); any other spelling of the same value is an error.
+  static Spec FromFields(std::map<std::string, std::string> fields, double max_model_values = kMaxModelValues);
   // Parses the canonical encoding (then validates as FromFields).
-  static Spec Parse(std::string_view canonical);
+  static Spec Parse(std::string_view canonical, double max_model_values = kMaxModelValues);
 
   // Builds the fields of a spec from its parts.
   static std::map<std::string, std::string> Fields(const nn::Model& model, const data::Dataset& data,

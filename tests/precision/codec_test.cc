@@ -220,7 +220,15 @@ TEST_CASE("codec: decoding names what is wrong") {
   // Counts and limits.
   CheckInvalid(with(d, 7, 5), "exceed the element count 7");
   CheckInvalid(Bytes({0x56, 0x54, 0x4c, 0x47, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0, 0}),
-               "element count 8589934592 exceeds the limit 4294967296");
+               "element count 8589934592 exceeds the limit 134217728");
+  // 14 bytes declaring 2^32 elements and no entry: refused by the default limit before the
+  // decoder allocates 4 GiB of states (issue 19).
+  CheckInvalid(Bytes({0x56, 0x54, 0x4c, 0x47, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0}),
+               "element count 4294967296 exceeds the limit 134217728");
+  DecodeLimits huge;
+  huge.max_elements = int64_t{1} << 40;  // clamped to kMaxLogElements
+  CheckInvalid(Bytes({0x56, 0x54, 0x4c, 0x47, 1, 1, 0x80, 0x80, 0x80, 0x80, 0x20, 0, 0, 0}),
+               "element count 8589934592 exceeds the limit 4294967296", huge);
   DecodeLimits small;
   small.max_elements = 6;
   CheckInvalid(d, "element count 7 exceeds the limit 6", small);

@@ -3,16 +3,19 @@
 -- the last checkpoint after being killed. Prints "ready" once the store is open and rolled
 -- back, "done <root>" at the end.
 --
---   vtrun tests/store/crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS]
+--   vtrun tests/store/crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT]
 --
 -- Every byte depends only on (SEED, step or leaf), so an interrupted and resumed run must end
 -- with the same root as an uninterrupted one. PAUSE_MS (default 0) sleeps after each step,
--- for a slow writer that readers can watch.
-local dir = assert(arg[1], "usage: crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS]")
+-- for a slow writer that readers can watch. HOLD_AT: after step HOLD_AT (and its checkpoint,
+-- if one is due) print "holding" and sleep until killed, with the store still open, so a
+-- test can kill the writer at a known point (reliability_test.cc).
+local dir = assert(arg[1], "usage: crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT]")
 local seed = assert(tonumber(arg[2]), "SEED must be a number")
 local n = tonumber(arg[3] or "240")
 local k = tonumber(arg[4] or "7")
 local pause_ms = tonumber(arg[5] or "0")
+local hold_at = tonumber(arg[6] or "-1")
 local sha = vt.store.sha256
 
 -- `len` deterministic bytes derived from `tag` (hex text of a SHA-256 chain).
@@ -96,6 +99,11 @@ for s = step + 1, n do
     next_leaf = next_leaf + 1
   end
   sleep_ms(pause_ms)
+  if s == hold_at then
+    io.write("holding\n")
+    io.flush()
+    while true do sleep_ms(1000) end
+  end
 end
 io.write("done " .. run:root() .. "\n")
 store:close()
