@@ -156,23 +156,25 @@ int SpecNew(lua_State* L) {
   // Optimizer.
   lua_getfield(L, 1, "optim");
   int optim = lua_gettop(L);
-  std::map<std::string, std::string> o = {{"kind", "sgd"}, {"lr", "0.01"}, {"weight_decay", "0"}, {"schedule", "constant"},
-                                          {"warmup", "0"}, {"min_factor", "0"}};
+  // Fields the script leaves out take the optimizer's own defaults (OptimizerConfig, the one
+  // home of them), spelled as its Canonical() spells them.
+  std::string kind = "sgd";
   if (lua_istable(L, optim)) {
-    o["kind"] = FieldString(L, optim, api, "kind").value_or("sgd");
-    for (const char* key : {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor", "beta1", "beta2", "eps"}) {
-      if (auto v = FieldString(L, optim, api, key)) o[key] = *v;
-    }
+    kind = FieldString(L, optim, api, "kind").value_or("sgd");
   } else if (!lua_isnil(L, optim)) {
     Fail(L, api, "option 'optim' must be a table from vt.optim.sgd or vt.optim.adamw");
   }
-  if (o["kind"] == "sgd") {
-    o.emplace("momentum", "0");
-    o.emplace("nesterov", "false");
-  } else {
-    o.emplace("beta1", Num(0.9));  // spelled as the spec parser requires ("%.17g")
-    o.emplace("beta2", Num(0.999));
-    o.emplace("eps", Num(1e-8));
+  if (kind != "sgd" && kind != "adamw") Fail(L, api, "optim.kind must be sgd or adamw, got '" + kind + "'");
+  optim::OptimizerConfig defaults;
+  defaults.kind = kind;
+  std::map<std::string, std::string> o = defaults.Canonical();
+  if (lua_istable(L, optim)) {
+    for (const char* key : {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor", "beta1", "beta2", "eps"}) {
+      auto v = FieldString(L, optim, api, key);
+      if (!v) continue;
+      if (!o.count(key)) Fail(L, api, std::string("optim.") + key + " is not an option of " + kind);
+      o[key] = *v;
+    }
   }
   for (const auto& [k, v] : o) f["optim." + k] = v;
   // Run settings.
@@ -183,10 +185,12 @@ int SpecNew(lua_State* L) {
   f["seed"] = FieldString(L, 1, api, "seed").value_or("0");
   f["checkpoint_every"] = FieldString(L, 1, api, "checkpoint_every").value_or("10");
   // Rounding: bits, a default window, per-kind windows, per-boundary windows.
-  f["round.bits"] = "32";
-  for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
-    f[std::string("round.") + kind + ".band"] = "0.25";
-    f[std::string("round.") + kind + ".alpha"] = "0";
+  const nn::WindowTable default_windows;  // the engine's defaults: b = 32, the paper's window
+  f["round.bits"] = std::to_string(default_windows.bits);
+  for (int k = 0; k < 4; ++k) {
+    const std::string prefix = std::string("round.") + nn::KindName(static_cast<nn::BoundaryKind>(k));
+    f[prefix + ".band"] = Num(default_windows.by_kind[k].band);
+    f[prefix + ".alpha"] = Num(default_windows.by_kind[k].alpha);
   }
   lua_getfield(L, 1, "round");
   int round = lua_gettop(L);
