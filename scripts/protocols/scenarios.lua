@@ -1,5 +1,8 @@
--- The scenarios of PROTOCOL.md, each a short description of who cheats and how, and one
--- function that trains, audits and plays the game for any of them.
+-- The scenarios of PROTOCOL.md: one function that trains, audits and plays the game for any
+-- of them, and checks the verdict. The scenarios themselves (who cheats and how, what the
+-- game must decide), the setups and the windows are in protocols/scenario_list.lua; the
+-- command line of the scenario scripts is protocols/scenario_cli.lua. This module exposes
+-- all of it.
 --
 --   local scenarios = require "protocols.scenarios"
 --   local r = scenarios.run("poison_labels", {dir = "/tmp/g"})
@@ -25,101 +28,12 @@
 local M = {}
 
 local game = require "vt.game"
+local list = require "protocols.scenario_list"
 
-M.setups = {
-  mnist = {
-    data = {kind = "fashion_mnist", limit = 4096},
-    model = {input_shape = {1, 28, 28}, hidden = {128, 64}, classes = 10},
-    optim = {lr = 0.05, momentum = 0.9}, batch = 64, steps = 60, k = 5,
-  },
-  tiny = {
-    data = {kind = "synthetic", size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 3},
-    model = {input_shape = {1, 8, 8}, hidden = {32}, classes = 4},
-    optim = {lr = 0.05, momentum = 0.9}, batch = 16, steps = 20, k = 4,
-  },
-}
-
--- Each scenario: how the trainer deviates from the spec (vt.trainer's `deviate`; "s" in
--- from_step/to_step is the cheating step), protocol behaviours of the trainer and auditor
--- parties, deadlines, and what the game must decide: `expect` is an outcome, or a table of
--- outcomes by window with a `default`. Checks beyond the outcome:
---   localised     the disputed interval must contain the cheating step (when not accepted)
---   at = "random" the cheating step is drawn (seeded) from the whole run, not s
---   evidence      "illegitimate": the judge's evidence must hold illegitimate entries
---   reason        a string the verdict's reason must contain
---   decided_by_judge  windows under which the evidence must be empty (no illegitimate entry,
---                 no mismatched record) and the judge's replay must give the auditor's leaf,
---                 not the trainer's: the judge's digest decides
---   steering      the trainer's tampered values must reach every boundary kind the window
---                 logs (true) or those listed, and never exceed the auditor's `steerable`
---                 count, step by step
---   window        a fixed window (the scenario runs only under it)
-M.list = {
-  {name = "honest", what = "honest trainer, honest auditor on another profile",
-   expect = "accepted"},
-  {name = "poison_labels", what = "data poisoning from step s: every label y becomes y+1",
-   deviate = {kind = "labels"}, expect = "trainer_at_fault", localised = true},
-  {name = "poison_trigger", what = "data poisoning from step s: a trigger patch on every other image, labelled 0",
-   deviate = {kind = "trigger", target = 0}, expect = "trainer_at_fault", localised = true},
-  {name = "lazy", what = "lazy trainer: skips the updates from step s",
-   deviate = {kind = "lazy"}, expect = "trainer_at_fault", localised = true},
-  {name = "wrong_lr", what = "wrong hyperparameter from step s: learning rate x10",
-   deviate = {kind = "lr", amount = 10}, expect = "trainer_at_fault", localised = true},
-  {name = "wrong_weight_decay", what = "wrong hyperparameter from step s: weight decay 0.1",
-   deviate = {kind = "weight_decay", amount = 0.1}, expect = "trainer_at_fault", localised = true},
-  {name = "steer", what = "trainer flips 4 values per update call far from any midpoint from step s, logged as directions",
-   deviate = {kind = "steer", amount = 4}, expect = {default = "trainer_at_fault", paper = "accepted"}, localised = true},
-  {name = "steer_paper_window", what = "the same steering under the paper's window (band 0.25): undetectable",
-   window = "paper", deviate = {kind = "steer", amount = 4}, expect = "accepted", limit = true},
-  {name = "rewrite_logs", what = "trainer rewrites the logs of step s after committing",
-   trainer = {rewrite_logs = "s"}, expect = "trainer_at_fault", localised = true},
-  {name = "lying_auditor", what = "auditor lies about the leaves from the one holding step s",
-   auditor = {lie_from_leaf = "s"}, expect = "auditor_at_fault", localised = true},
-  {name = "trainer_refuses", what = "trainer refuses to disclose its logs",
-   trainer = {refuse = {logs = true}}, expect = "trainer_at_fault"},
-  {name = "trainer_late", what = "trainer answers the commitment request after the deadline",
-   trainer = {delay = {commit = 1.5}}, deadlines = {commit = 1.0}, expect = "trainer_at_fault"},
-  {name = "auditor_refuses", what = "auditor refuses the judge's leaf query in a dispute",
-   deviate = {kind = "labels"}, auditor = {refuse = {leaf = true}}, expect = "auditor_at_fault"},
-  {name = "wrong_weights", what = "weights returned to the client do not match the last leaf",
-   trainer = {substitute_weights = true}, expect = "trainer_at_fault"},
-  -- The adaptive attacks (issue 13): cheats aimed at the logging rules and the protocol.
-  {name = "forge_exact", what = "from step s, one value per boundary call (every kind) far from any midpoint rounded the other way, logged EXACT",
-   deviate = {kind = "forge_exact", amount = 1}, expect = "trainer_at_fault", localised = true, evidence = "illegitimate"},
-  {name = "flip_within", what = "from step s, every value that a legitimate entry can round the other way is (logged ones, and unlogged ones with w < |x - mid| <= 1.5w), at every boundary",
-   deviate = {kind = "flip_within"}, expect = "accepted", steering = true, limit = true},
-  {name = "steer_toward", what = "from step s, a greedy backdoor: every value of the gradient and update boundaries that a legitimate entry can round the way that lowers a trigger loss (class 0) is",
-   deviate = {kind = "steer_toward", target = 0}, expect = "accepted", steering = {"grad", "update"}, limit = true},
-  {name = "withhold_record", what = "trainer discloses step s without one of its log records",
-   trainer = {withhold_record = "s"}, expect = "trainer_at_fault", localised = true, reason = "log digest"},
-  {name = "replay_record", what = "trainer discloses step s with one record replaced by step s-1's (same boundary and call)",
-   trainer = {replay_record = "s"}, expect = "trainer_at_fault", localised = true, reason = "log digest"},
-  {name = "replace_example", what = "one training example of the batch replaced at one random step r",
-   deviate = {kind = "replace_example", from_step = "s", to_step = "s"}, at = "random", expect = "trainer_at_fault",
-   localised = true},
-  {name = "inconsistent_bisection", what = "poisoning trainer answers bisection queries with the honest run's leaves and proofs",
-   deviate = {kind = "labels"}, trainer = {leaves_from = "honest"}, expect = "trainer_at_fault",
-   reason = "answer in bisection did not verify"},
-  {name = "judge_decides", what = "learning rate x1.001 at step s only: under the paper's window only the judge's replay decides",
-   deviate = {kind = "lr", amount = 1.001, from_step = "s", to_step = "s"}, expect = "trainer_at_fault", localised = true,
-   decided_by_judge = {paper = true}},
-}
-
--- The outcome `scenario` must have under `window`.
-function M.expected(scenario, window)
-  local e = scenario.expect
-  if type(e) == "table" then return e[window] or e.default end
-  return e
-end
-
-function M.find(name)
-  for _, s in ipairs(M.list) do
-    if s.name == name then return s end
-  end
-  local names = {}
-  for _, s in ipairs(M.list) do names[#names + 1] = s.name end
-  error("unknown scenario '" .. tostring(name) .. "' (valid: " .. table.concat(names, ", ") .. ")", 2)
-end
+M.setups = list.setups
+M.list = list.list
+M.expected = list.expected
+M.find = list.find
 
 local function copy(t)
   if type(t) ~= "table" then return t end
@@ -148,13 +62,8 @@ local function fresh_dir()
   return dir
 end
 
--- The windows a context can run under; "calibrated" is measured per context (spec_for).
-M.windows = {
-  tight = {bits = 32, band = 1 / 16},
-  paper = {bits = 32, band = 0.25},
-  calibrated = "measured",
-}
-M.window_names = {"paper", "tight", "calibrated"}
+M.windows = list.windows
+M.window_names = list.window_names
 
 local function make_spec(ctx, round)
   local setup = ctx.setup
@@ -407,117 +316,8 @@ function M.row(r)
   }
 end
 
--- Command line of the scenario scripts: parses arg into context options.
---   --setup mnist|tiny  --window W  --windows W1,W2,...|all  --steps N  --k N  --from S
---   --seed N  --dir PATH  --trainer P  --auditor P  --judge P (profiles)  --remote  --json PATH
--- Windows: paper, tight, calibrated.
-function M.parse_args(args)
-  local options, i = {profiles = {}}, 1
-  local function value()
-    i = i + 1
-    if args[i] == nil then error("option " .. args[i - 1] .. " needs a value", 0) end
-    return args[i]
-  end
-  local function window_name(w)
-    if M.windows[w] == nil then error("unknown window '" .. w .. "' (valid: paper, tight, calibrated)", 0) end
-    return w
-  end
-  while args[i] do
-    local a = args[i]
-    if a == "--setup" then options.setup = value()
-    elseif a == "--window" then options.window = window_name(value())
-    elseif a == "--windows" then
-      local list = value()
-      if list == "all" then list = table.concat(M.window_names, ",") end
-      options.windows = {}
-      for w in list:gmatch("[^,]+") do options.windows[#options.windows + 1] = window_name(w) end
-    elseif a == "--steps" then options.steps = tonumber(value())
-    elseif a == "--k" then options.k = tonumber(value())
-    elseif a == "--from" then options.from_step = tonumber(value())
-    elseif a == "--seed" then options.seed = tonumber(value())
-    elseif a == "--dir" then options.dir = value()
-    elseif a == "--trainer" or a == "--auditor" or a == "--judge" then options.profiles[a:sub(3)] = value()
-    elseif a == "--remote" then options.remote = true
-    elseif a == "--json" then options.json = value()
-    else
-      error("unknown argument '" .. a .. "' (valid: --setup, --window, --windows, --steps, --k, --from, --seed, --dir, " ..
-            "--trainer, --auditor, --judge, --remote, --json)", 0)
-    end
-    i = i + 1
-  end
-  return options
-end
-
-local function fmt_seconds(v) return v and string.format("%.2f", v) or "-" end
-local function fmt_count(v) return v and string.format("%.1f", v) or "-" end
-
--- Runs the named scenarios (all when `names` is nil) under each window of --windows (or the
--- one of --window), prints a summary of each and a table; returns true if every verdict is
--- the expected one. A scenario with a fixed window runs only in that window's pass when
--- several windows are played.
-function M.main(names, args)
-  local ok_args, options = pcall(M.parse_args, args or {})
-  if not ok_args then
-    io.stderr:write("vtrun: ", options, "\n")
-    os.exit(2)
-  end
-  local windows = options.windows or {options.window or "tight"}
-  options.window = windows[1]
-  local ctx = M.context(options)
-  local list = {}
-  for _, s in ipairs(M.list) do
-    if names == nil then list[#list + 1] = s.name end
-  end
-  for _, n in ipairs(names or {}) do list[#list + 1] = M.find(n).name end
-  print(string.format("setup %s, %d steps, checkpoint every %d, cheating from step %d (random step %d); profiles: trainer %s, " ..
-                      "auditor %s, judge %s%s; windows %s",
-                      options.setup or "mnist", ctx.steps, ctx.k, ctx.from_step, ctx.random_step, ctx.profiles.trainer,
-                      ctx.profiles.auditor, ctx.profiles.judge,
-                      ctx.remote and " (auditor and judge in their own processes)" or "", table.concat(windows, ", ")))
-  local rows, all_ok = {}, true
-  for _, window in ipairs(windows) do
-    ctx.window = window
-    for _, name in ipairs(list) do
-      local scenario = M.find(name)
-      if #windows == 1 or scenario.window == nil or scenario.window == window then
-        local r = M.run(name, ctx)
-        print(string.format("\n== %s [%s]: %s", name, r.window, scenario.what))
-        print(r.summary)
-        if scenario.steering then
-          local k, e = r.steered_by_kind, r.steerable_by_kind
-          print(string.format("steered %d values (%d unlogged by an honest trainer): fwd %d/%d, bwd %d/%d, grad %d/%d, " ..
-                              "update %d/%d of the trainer's steerable estimate in the deviating steps; the auditor's " ..
-                              "steerable per step %.1f", r.steered, r.steered_unlogged, k.fwd, e.fwd, k.bwd, e.bwd,
-                              k.grad, e.grad, k.update, e.update, r.steerable_per_step or 0))
-        end
-        print(r.ok and "as expected" or ("NOT AS EXPECTED: " .. table.concat(r.problems, "; ")))
-        rows[#rows + 1] = M.row(r)
-        all_ok = all_ok and r.ok
-      end
-    end
-  end
-  print(string.format("\n%-10s %-22s %-16s %-16s %-9s %6s %11s %9s %7s %11s %8s %8s", "window", "scenario", "expected",
-                      "outcome", "interval", "rounds", "steerable/s", "steered/s", "illegit", "logged/step", "judge s",
-                      "train s"))
-  for _, row in ipairs(rows) do
-    print(string.format("%-10s %-22s %-16s %-16s %-9s %6d %11s %9s %7s %11.1f %8s %8s%s", row.window, row.scenario,
-                        row.expected, row.outcome, row.interval, row.rounds, fmt_count(row.steerable_per_step),
-                        fmt_count(row.steered_per_step), row.illegitimate and tostring(row.illegitimate) or "-",
-                        row.logged_per_step, fmt_seconds(row.judge_seconds), fmt_seconds(row.train_seconds),
-                        row.ok and "" or "  <-- NOT AS EXPECTED"))
-  end
-  if options.json then
-    local f = assert(io.open(options.json, "w"))
-    f:write(vt.json.encode(rows, {indent = 1}), "\n")
-    f:close()
-  end
-  print(vt.json.encode({scenarios = #rows, as_expected = all_ok, windows = windows}))
-  if ctx.owns_dir then
-    ctx.trained = nil
-    collectgarbage("collect")  -- close the stores first
-    os.execute("rm -rf '" .. ctx.dir .. "'")
-  end
-  return all_ok
-end
+-- The command line of the scenario scripts (protocols/scenario_cli.lua).
+function M.parse_args(args) return require("protocols.scenario_cli").parse_args(args) end
+function M.main(names, args) return require("protocols.scenario_cli").main(names, args) end
 
 return M

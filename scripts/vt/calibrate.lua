@@ -31,7 +31,7 @@ local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "
 
 local function check_options(options)
   if type(options) ~= "table" then error("vt.calibrate: options must be a table {spec=, data=, profiles=, steps=}", 3) end
-  require("vt.game").check_options("vt.calibrate", options, VALID)
+  require("vt.util").check_options("vt.calibrate", options, VALID)
   if options.spec == nil then error("vt.calibrate: option 'spec' is required", 3) end
   if options.data == nil then error("vt.calibrate: option 'data' is required (a data set, or a recipe for process-level profiles)", 3) end
   local profiles = options.profiles or {"native", "splitk4", "blocked"}

@@ -90,7 +90,36 @@ t:test("every party's store holds the messages it sent and received; the client 
   T.assert_eq(#handover.body.checkpoint.sha256, 64)
 end)
 
-t:test("the Lua Merkle tree equals the store's (roots and proofs, sizes 1..17)", function()
+-- RFC 6962's definition of the tree (MTH and PATH, section 2.1), the way scripts/vt/game.lua
+-- computed it in Lua before vt.game.merkle became a list-of-leaves front for vt.merkle.
+local function largest_power_below(n)
+  local k = 1
+  while k * 2 < n do k = k * 2 end
+  return k
+end
+local function mth(leaves, lo, hi)
+  local n = hi - lo
+  if n == 0 then return vt.merkle.empty_root() end
+  if n == 1 then return vt.merkle.leaf_hash(leaves[lo + 1]) end
+  local k = largest_power_below(n)
+  return vt.merkle.node_hash(mth(leaves, lo, lo + k), mth(leaves, lo + k, hi))
+end
+local function path(m, leaves, lo, hi)
+  local n = hi - lo
+  if n <= 1 then return {} end
+  local k = largest_power_below(n)
+  local p
+  if m < k then
+    p = path(m, leaves, lo, lo + k)
+    p[#p + 1] = mth(leaves, lo + k, hi)
+  else
+    p = path(m - k, leaves, lo + k, hi)
+    p[#p + 1] = mth(leaves, lo, lo + k)
+  end
+  return p
+end
+
+t:test("the game's Merkle tree equals the store's and RFC 6962's definition (roots and proofs, sizes 0..17)", function()
   local store = vt.store.open(tmp .. "/merkle")
   local run = store:create_run("r", {spec = "s", checkpoint_every = 1, steps = 16})
   run:put_checkpoint(0, {{name = "w", tensor = vt.tensor{0}}})
@@ -100,9 +129,23 @@ t:test("the Lua Merkle tree equals the store's (roots and proofs, sizes 1..17)",
     run:put_checkpoint(step, {{name = "w", tensor = vt.tensor{step}}})
     leaves[#leaves + 1] = run:leaf(step)
   end
+  T.assert_eq(game.merkle.root(leaves, 0), mth(leaves, 0, 0))
   for size = 1, 17 do
     T.assert_eq(game.merkle.root(leaves, size), run:root(size))
-    for i = 0, size - 1 do T.assert_eq(game.merkle.prove(leaves, i, size), run:prove(i, size)) end
+    T.assert_eq(game.merkle.root(leaves, size), mth(leaves, 0, size))
+    for i = 0, size - 1 do
+      T.assert_eq(game.merkle.prove(leaves, i, size), run:prove(i, size))
+      T.assert_eq(game.merkle.prove(leaves, i, size), path(i, leaves, 0, size))
+    end
+  end
+  T.assert_eq(game.merkle.root(leaves), mth(leaves, 0, #leaves))
+  T.assert_eq(game.merkle.prove(leaves, 5), path(5, leaves, 0, #leaves))
+  -- Leaves no store holds (an auditor's claimed ones), up to 40.
+  local claimed = {}
+  for n = 1, 40 do
+    claimed[n] = vt.store.sha256("claimed leaf " .. n)
+    T.assert_eq(game.merkle.root(claimed), mth(claimed, 0, n))
+    for i = 0, n - 1 do T.assert_eq(game.merkle.prove(claimed, i), path(i, claimed, 0, n)) end
   end
   store:close()
 end)

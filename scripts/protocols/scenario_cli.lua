@@ -1,0 +1,121 @@
+-- The command line of the scenario scripts (scripts/protocols/*.lua): parses their
+-- arguments, runs the scenarios under each window asked for, and prints a summary of each
+-- game and a table of all. protocols/scenarios.lua exposes it as parse_args and main.
+local scenarios = require "protocols.scenarios"
+
+local M = {}
+
+-- Command line of the scenario scripts: parses arg into context options.
+--   --setup mnist|tiny  --window W  --windows W1,W2,...|all  --steps N  --k N  --from S
+--   --seed N  --dir PATH  --trainer P  --auditor P  --judge P (profiles)  --remote  --json PATH
+-- Windows: paper, tight, calibrated.
+function M.parse_args(args)
+  local options, i = {profiles = {}}, 1
+  local function value()
+    i = i + 1
+    if args[i] == nil then error("option " .. args[i - 1] .. " needs a value", 0) end
+    return args[i]
+  end
+  local function window_name(w)
+    if scenarios.windows[w] == nil then error("unknown window '" .. w .. "' (valid: paper, tight, calibrated)", 0) end
+    return w
+  end
+  while args[i] do
+    local a = args[i]
+    if a == "--setup" then options.setup = value()
+    elseif a == "--window" then options.window = window_name(value())
+    elseif a == "--windows" then
+      local list = value()
+      if list == "all" then list = table.concat(scenarios.window_names, ",") end
+      options.windows = {}
+      for w in list:gmatch("[^,]+") do options.windows[#options.windows + 1] = window_name(w) end
+    elseif a == "--steps" then options.steps = tonumber(value())
+    elseif a == "--k" then options.k = tonumber(value())
+    elseif a == "--from" then options.from_step = tonumber(value())
+    elseif a == "--seed" then options.seed = tonumber(value())
+    elseif a == "--dir" then options.dir = value()
+    elseif a == "--trainer" or a == "--auditor" or a == "--judge" then options.profiles[a:sub(3)] = value()
+    elseif a == "--remote" then options.remote = true
+    elseif a == "--json" then options.json = value()
+    else
+      error("unknown argument '" .. a .. "' (valid: --setup, --window, --windows, --steps, --k, --from, --seed, --dir, " ..
+            "--trainer, --auditor, --judge, --remote, --json)", 0)
+    end
+    i = i + 1
+  end
+  return options
+end
+
+local function fmt_seconds(v) return v and string.format("%.2f", v) or "-" end
+local function fmt_count(v) return v and string.format("%.1f", v) or "-" end
+
+-- Runs the named scenarios (all when `names` is nil) under each window of --windows (or the
+-- one of --window), prints a summary of each and a table; returns true if every verdict is
+-- the expected one. A scenario with a fixed window runs only in that window's pass when
+-- several windows are played.
+function M.main(names, args)
+  local ok_args, options = pcall(M.parse_args, args or {})
+  if not ok_args then
+    io.stderr:write("vtrun: ", options, "\n")
+    os.exit(2)
+  end
+  local windows = options.windows or {options.window or "tight"}
+  options.window = windows[1]
+  local ctx = scenarios.context(options)
+  local list = {}
+  for _, s in ipairs(scenarios.list) do
+    if names == nil then list[#list + 1] = s.name end
+  end
+  for _, n in ipairs(names or {}) do list[#list + 1] = scenarios.find(n).name end
+  print(string.format("setup %s, %d steps, checkpoint every %d, cheating from step %d (random step %d); profiles: trainer %s, " ..
+                      "auditor %s, judge %s%s; windows %s",
+                      options.setup or "mnist", ctx.steps, ctx.k, ctx.from_step, ctx.random_step, ctx.profiles.trainer,
+                      ctx.profiles.auditor, ctx.profiles.judge,
+                      ctx.remote and " (auditor and judge in their own processes)" or "", table.concat(windows, ", ")))
+  local rows, all_ok = {}, true
+  for _, window in ipairs(windows) do
+    ctx.window = window
+    for _, name in ipairs(list) do
+      local scenario = scenarios.find(name)
+      if #windows == 1 or scenario.window == nil or scenario.window == window then
+        local r = scenarios.run(name, ctx)
+        print(string.format("\n== %s [%s]: %s", name, r.window, scenario.what))
+        print(r.summary)
+        if scenario.steering then
+          local k, e = r.steered_by_kind, r.steerable_by_kind
+          print(string.format("steered %d values (%d unlogged by an honest trainer): fwd %d/%d, bwd %d/%d, grad %d/%d, " ..
+                              "update %d/%d of the trainer's steerable estimate in the deviating steps; the auditor's " ..
+                              "steerable per step %.1f", r.steered, r.steered_unlogged, k.fwd, e.fwd, k.bwd, e.bwd,
+                              k.grad, e.grad, k.update, e.update, r.steerable_per_step or 0))
+        end
+        print(r.ok and "as expected" or ("NOT AS EXPECTED: " .. table.concat(r.problems, "; ")))
+        rows[#rows + 1] = scenarios.row(r)
+        all_ok = all_ok and r.ok
+      end
+    end
+  end
+  print(string.format("\n%-10s %-22s %-16s %-16s %-9s %6s %11s %9s %7s %11s %8s %8s", "window", "scenario", "expected",
+                      "outcome", "interval", "rounds", "steerable/s", "steered/s", "illegit", "logged/step", "judge s",
+                      "train s"))
+  for _, row in ipairs(rows) do
+    print(string.format("%-10s %-22s %-16s %-16s %-9s %6d %11s %9s %7s %11.1f %8s %8s%s", row.window, row.scenario,
+                        row.expected, row.outcome, row.interval, row.rounds, fmt_count(row.steerable_per_step),
+                        fmt_count(row.steered_per_step), row.illegitimate and tostring(row.illegitimate) or "-",
+                        row.logged_per_step, fmt_seconds(row.judge_seconds), fmt_seconds(row.train_seconds),
+                        row.ok and "" or "  <-- NOT AS EXPECTED"))
+  end
+  if options.json then
+    local f = assert(io.open(options.json, "w"))
+    f:write(vt.json.encode(rows, {indent = 1}), "\n")
+    f:close()
+  end
+  print(vt.json.encode({scenarios = #rows, as_expected = all_ok, windows = windows}))
+  if ctx.owns_dir then
+    ctx.trained = nil
+    collectgarbage("collect")  -- close the stores first
+    os.execute("rm -rf '" .. ctx.dir .. "'")
+  end
+  return all_ok
+end
+
+return M

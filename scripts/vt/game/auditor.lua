@@ -1,0 +1,154 @@
+-- The auditor party of vt.game: replays the trainer's disclosed run on its own profile (a
+-- vt.auditor run in its store, named after the game), reports the root it finds with its
+-- evidence, and finds the first differing leaf by bisection over prefix roots.
+local commitment = require "vt.game.commitment"
+local party = require "vt.game.party"
+local util = require "vt.util"
+
+local M = {}
+
+-- behaviour: refuse / delay as for the trainer; lie_from_leaf = L (claims other leaves from
+-- leaf L on, in its root, in bisection and in answers).
+local Auditor = setmetatable({}, {__index = party.Party})
+Auditor.__index = Auditor
+
+function M.new(options)
+  options = util.check_options("vt.game.auditor", options, {"store", "data", "profile", "name", "behaviour", "progress"})
+  if options.data == nil then error("vt.game.auditor: option 'data' is required (a data set or a recipe)", 2) end
+  local self = setmetatable(party.new("auditor", options.name, options.store, options.behaviour), Auditor)
+  self.data = party.data(options.data)
+  self.profile = options.profile or "native"
+  self.progress = options.progress
+  self.handlers = {audit = Auditor.on_audit, bisect = Auditor.on_bisect, leaf = Auditor.on_leaf}
+  return self
+end
+
+-- The leaves this auditor claims (its own, or lies from leaf L on).
+function Auditor:claimed_leaves()
+  local leaves = {}
+  for i = 0, self.run:size() - 1 do leaves[i + 1] = self.run:leaf(i) end
+  local lie = self.behaviour.lie_from_leaf
+  if lie then
+    for i = lie, #leaves - 1 do leaves[i + 1] = vt.store.sha256("a different leaf " .. i) end
+  end
+  return leaves
+end
+
+function Auditor:on_audit(body)
+  local spec_hash = vt.store.sha256(body.spec)
+  if spec_hash ~= body.spec_hash then error("the disclosed spec does not hash to the committed spec_hash") end
+  local spec = vt.spec.parse(body.spec)
+  local k, n = tonumber(spec:get("checkpoint_every")), tonumber(spec:get("steps"))
+  if commitment.leaf_count(k, n) ~= body.n_leaves then
+    error(string.format("the commitment has %d leaves; the spec implies %d", body.n_leaves, commitment.leaf_count(k, n)))
+  end
+  self.commit = body
+  -- A replay left from an earlier game of this id would be resumed without re-checking its
+  -- logs, and its evidence is gone: refuse it rather than vouch for what was not checked.
+  if self.store:run(body.game or "game") ~= nil then
+    error("this auditor's store already holds a replay for game '" .. tostring(body.game) ..
+          "'; play each game under a new id (vt.game.network{game = ...}) or with a fresh store")
+  end
+  self.runner = vt.auditor{spec = spec, data = self.data, store = self.store, run = body.game or "game",
+                           profile = self.profile, logs = "given"}
+  self.run = self.store:run(body.game or "game")
+  local totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
+                  steerable = 0, steps = 0}
+  local per_step = {}  -- {step, logged, steerable, illegitimate} of every replayed step
+  local evidence
+  local t0 = vt.clock()
+  for leaf = 1, body.n_leaves - 1 do
+    local first = commitment.interval(leaf, k, n)
+    if self.runner:step_count() >= first then goto continue end  -- resumed past it
+    do
+      local answer = self:request(body.trainer, "logs", {leaf = leaf})
+      local ok, why = commitment.verify_leaf(answer.leaf, spec_hash, body.n_leaves, body.root)
+      if ok and answer.leaf.index ~= leaf then ok, why = false, "answered for another leaf" end
+      if ok and commitment.log_digest_of(answer.steps) ~= answer.leaf.log_digest then
+        ok, why = false, "the disclosed logs of leaf " .. leaf .. " do not match the log digest committed in the leaf"
+      end
+      if not ok then
+        evidence = {kind = "bad_logs", leaf = leaf, reason = why}
+        break
+      end
+      for _, s in ipairs(answer.steps) do
+        local okstep, report = pcall(self.runner.step, self.runner, s.records)
+        if not okstep then
+          evidence = evidence or {kind = "replay_error", leaf = leaf, step = s.step, reason = tostring(report)}
+          break
+        end
+        for key in pairs(totals) do totals[key] = totals[key] + (report[key] or 0) end
+        totals.steps = totals.steps + 1
+        per_step[#per_step + 1] = {step = s.step, logged = report.logged, steerable = report.steerable,
+                                   illegitimate = report.illegitimate}
+        if evidence == nil and (report.illegitimate > 0 or report.log_mismatches > 0) then
+          local where = {}
+          for name, b in pairs(report.boundaries) do
+            if b.illegitimate > 0 then where[#where + 1] = {boundary = name, illegitimate = b.illegitimate} end
+          end
+          table.sort(where, function(a, b) return a.boundary < b.boundary end)
+          evidence = {kind = report.illegitimate > 0 and "illegitimate" or "log_mismatch", leaf = leaf, step = s.step,
+                      illegitimate = report.illegitimate, log_mismatches = report.log_mismatches,
+                      log_mismatch = report.log_mismatch, boundaries = where}
+        end
+        if self.progress then io.stderr:write(string.format("\r  auditor: step %d/%d", s.step, n)) end
+      end
+      if evidence and evidence.kind == "replay_error" then break end
+    end
+    ::continue::
+  end
+  if self.progress then io.stderr:write("\n") end
+  local leaves = self:claimed_leaves()
+  return {root = commitment.merkle.root(leaves), n_leaves = #leaves, totals = totals, per_step = per_step, evidence = evidence,
+          seconds = vt.clock() - t0, profile = self.profile}
+end
+
+function Auditor:on_leaf(body)
+  local leaves = self:claimed_leaves()
+  local i = body.index
+  if i < 0 or i >= #leaves then error("no leaf " .. i .. " (this auditor holds " .. #leaves .. ")") end
+  local info = self.run:leaf_info(i)
+  local m = {index = i, leaf = leaves[i + 1], proof = commitment.merkle.prove(leaves, i), n_leaves = #leaves,
+             root = commitment.merkle.root(leaves)}
+  if info and info.leaf == m.leaf then
+    m.state_digest, m.log_digest = info.state_digest, info.log_digest
+  end
+  return m
+end
+
+-- Bisection over prefix roots: leaf m "agrees" when the trainer's tree of the first m + 1
+-- leaves has this auditor's root of them (proved against the committed root by a
+-- consistency proof, the leaf itself by an inclusion proof). Agreement holds for a prefix and
+-- fails after it, so ceil(log2(n)) queries find the first differing leaf j.
+function Auditor:on_bisect(body)
+  local c = self.commit
+  local spec_hash, n = c.spec_hash, c.n_leaves
+  local mine = self:claimed_leaves()
+  local function agrees(m)
+    if m + 1 > #mine then return false, nil end
+    local answer = self:request(body.trainer, "leaf", {index = m})
+    local ok, why = commitment.verify_leaf(answer, spec_hash, n, c.root)
+    if ok and not vt.merkle.verify_consistency(answer.prefix_root, m + 1, n, answer.consistency, c.root) then
+      ok, why = false, "the prefix root of " .. (m + 1) .. " leaves is not consistent with the committed root"
+    end
+    if not ok then error({bad_answer = why, index = m}) end
+    return answer.prefix_root == commitment.merkle.root(mine, m + 1), answer
+  end
+  local lo, hi, rounds = -1, n - 1, 0
+  if #mine == n and commitment.merkle.root(mine) == c.root then return {agreed = true, rounds = 0} end
+  while hi - lo > 1 do
+    local mid = math.floor((lo + hi) / 2)
+    rounds = rounds + 1
+    local ok, agree = pcall(agrees, mid)
+    if not ok then
+      if type(agree) == "table" and agree.bad_answer then
+        return {first_differing = mid, rounds = rounds, bad_answer = agree.bad_answer}
+      end
+      error(agree, 0)
+    end
+    if agree then lo = mid else hi = mid end
+  end
+  return {first_differing = hi, rounds = rounds}
+end
+
+return M

@@ -1,0 +1,139 @@
+-- The judge party of vt.game: replays the one disputed interval on its own profile, from
+-- the trainer's hand-over, and decides who is at fault.
+local commitment = require "vt.game.commitment"
+local party = require "vt.game.party"
+local util = require "vt.util"
+
+local M = {}
+
+local Judge = setmetatable({}, {__index = party.Party})
+Judge.__index = Judge
+
+function M.new(options)
+  options = util.check_options("vt.game.judge", options, {"store", "data", "profile", "name"})
+  if options.data == nil then error("vt.game.judge: option 'data' is required (a data set or a recipe)", 2) end
+  local self = setmetatable(party.new("judge", options.name, options.store), Judge)
+  self.data = party.data(options.data)
+  self.profile = options.profile or "native"
+  self.handlers = {adjudicate = Judge.on_adjudicate}
+  return self
+end
+
+-- body: {spec, spec_hash, root (the trainer's committed root), n_leaves, leaf = j,
+--        auditor_root, auditor_leaves, trainer = name, auditor = name, evidence}
+function Judge:on_adjudicate(body)
+  local t0 = vt.clock()
+  local j = body.leaf
+  local spec = vt.spec.parse(body.spec)
+  local k, n = tonumber(spec:get("checkpoint_every")), tonumber(spec:get("steps"))
+  local first, last = commitment.interval(j, k, n)
+  local verdict = {leaf = j, interval = {leaf = j, first_step = first or 0, last_step = last or 0},
+                   judge_profile = self.profile, evidence = {}}
+  local function decide(outcome, reason)
+    verdict.outcome, verdict.reason = outcome, reason
+    verdict.judge_seconds = vt.clock() - t0
+    return verdict
+  end
+  if vt.store.sha256(body.spec) ~= body.spec_hash then return decide("inconclusive", "the spec does not hash to spec_hash") end
+
+  -- The trainer's leaves j and j-1, proved against its committed root.
+  local trainer_leaf = self:request(body.trainer, "leaf", {index = j})
+  local ok, why = commitment.verify_leaf(trainer_leaf, body.spec_hash, body.n_leaves, body.root)
+  if not ok then return decide("trainer_at_fault", "the trainer's leaf " .. j .. ": " .. why) end
+  verdict.trainer_leaf = trainer_leaf.leaf
+  verdict.proofs = {trainer = trainer_leaf.proof}
+  local agreed
+  if j > 0 then
+    agreed = self:request(body.trainer, "leaf", {index = j - 1})
+    ok, why = commitment.verify_leaf(agreed, body.spec_hash, body.n_leaves, body.root)
+    if not ok then return decide("trainer_at_fault", "the trainer's leaf " .. (j - 1) .. ": " .. why) end
+  end
+  -- The hand-over: checkpoint of leaf j-1 and the logs of interval j, each checked against the leaves.
+  local handover = self:request(body.trainer, "handover", {leaf = j})
+  if j > 0 and vt.store.sha256(handover.checkpoint or "") ~= agreed.state_digest then
+    return decide("trainer_at_fault", "the handed-over checkpoint does not match the state digest of agreed leaf " .. (j - 1))
+  end
+  local log_digest = commitment.log_digest_of(handover.steps)
+  if log_digest ~= trainer_leaf.log_digest then
+    return decide("trainer_at_fault", "the handed-over logs do not match the log digest committed in leaf " .. j)
+  end
+
+  -- The auditor's leaves j and j-1, proved against the root it reported. An auditor whose
+  -- replay stopped (at bad logs or a failed replay) holds no leaf j.
+  if j < body.auditor_leaves then
+    local auditor_leaf = self:request(body.auditor, "leaf", {index = j})
+    if not vt.merkle.verify(auditor_leaf.leaf, j, body.auditor_leaves, auditor_leaf.proof, body.auditor_root) then
+      return decide("auditor_at_fault", "the auditor's leaf " .. j .. " is not in the root it reported")
+    end
+    verdict.auditor_leaf = auditor_leaf.leaf
+    verdict.proofs.auditor = auditor_leaf.proof
+  end
+  if j > 0 then
+    local auditor_prev = self:request(body.auditor, "leaf", {index = j - 1})
+    if not vt.merkle.verify(auditor_prev.leaf, j - 1, body.auditor_leaves, auditor_prev.proof, body.auditor_root) then
+      return decide("auditor_at_fault", "the auditor's leaf " .. (j - 1) .. " is not in the root it reported")
+    end
+    if auditor_prev.leaf ~= agreed.leaf then
+      return decide("inconclusive", "leaf " .. (j - 1) .. " is not agreed, so leaf " .. j .. " is not the first disputed one")
+    end
+  end
+
+  -- The replay of interval j (or the initial state for leaf 0).
+  local runner = vt.auditor{spec = spec, data = self.data, profile = self.profile, logs = "given",
+                            start = j > 0 and {step = first - 1, checkpoint = handover.checkpoint} or nil}
+  local illegitimate, mismatches, replay_error = 0, 0, nil
+  verdict.evidence.steps = {}
+  for _, s in ipairs(handover.steps) do
+    local okstep, report = pcall(runner.step, runner, s.records)
+    if not okstep then replay_error = tostring(report) break end
+    illegitimate = illegitimate + report.illegitimate
+    mismatches = mismatches + report.log_mismatches
+    if report.illegitimate > 0 or report.log_mismatches > 0 or report.divergence then
+      local where = {}
+      for name, b in pairs(report.boundaries) do
+        if b.illegitimate > 0 then where[#where + 1] = name .. " (" .. b.illegitimate .. ")" end
+      end
+      table.sort(where)
+      verdict.evidence.steps[#verdict.evidence.steps + 1] = {
+        step = s.step, illegitimate = report.illegitimate, log_mismatches = report.log_mismatches,
+        log_mismatch = report.log_mismatch, divergence = report.divergence, boundaries = where}
+    end
+  end
+  verdict.evidence.illegitimate = illegitimate
+  verdict.evidence.log_mismatches = mismatches
+  verdict.evidence.replay_error = replay_error
+  verdict.replayed_steps = #handover.steps
+  if replay_error == nil then
+    local state_digest = vt.store.sha256(runner:checkpoint())
+    verdict.judge_state_digest = state_digest
+    verdict.judge_leaf = vt.store.leaf(body.spec_hash, j, state_digest, j > 0 and log_digest or commitment.ZERO)
+  end
+  if illegitimate > 0 then
+    return decide("trainer_at_fault", illegitimate .. " illegitimate log entries in interval " .. j ..
+                  ": entries no honest trainer writes (directions beyond twice the window, or EXACT " ..
+                  "values out of reach of the replayed values)")
+  end
+  if mismatches > 0 then
+    return decide("trainer_at_fault", "the trainer's logs do not fit the spec's computation in interval " .. j ..
+                  " (" .. mismatches .. " mismatched records)")
+  end
+  if replay_error then return decide("inconclusive", "the judge's replay failed: " .. replay_error) end
+  local matches_trainer = verdict.judge_leaf == verdict.trainer_leaf
+  local matches_auditor = verdict.judge_leaf == verdict.auditor_leaf
+  if verdict.auditor_leaf == nil then
+    if matches_trainer then
+      return decide("auditor_at_fault", "the auditor stopped before leaf " .. j .. "; the judge's replay gives the trainer's leaf")
+    end
+    return decide("trainer_at_fault", "the judge's replay of interval " .. j .. " does not give the trainer's leaf")
+  end
+  if matches_auditor and not matches_trainer then
+    return decide("trainer_at_fault", "the judge's replay of interval " .. j .. " gives the auditor's leaf")
+  elseif matches_trainer and not matches_auditor then
+    return decide("auditor_at_fault", "the judge's replay of interval " .. j .. " gives the trainer's leaf: a false alarm")
+  elseif matches_trainer and matches_auditor then
+    return decide("inconclusive", "both parties agree on leaf " .. j .. " and the judge finds nothing against either")
+  end
+  return decide("inconclusive", "the judge's replay of interval " .. j .. " matches neither party's leaf")
+end
+
+return M
