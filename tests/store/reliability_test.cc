@@ -138,13 +138,13 @@ TEST_CASE("store: one writer per directory in a process, however the path is spe
   auto s = Store::Open(path);
   s->CreateRun("r", RunConfig{"spec", 1, 1, ""});
   fs::create_directory_symlink(path, link);
-  for (const std::string& other : {link, path + "/.", dir.path() + "/../" +
-                                                      fs::path(dir.path()).filename().string() +
-                                                      "/db"}) {
+  for (const std::string& other :
+       {link, path + "/.",
+        dir.path() + "/../" + fs::path(dir.path()).filename().string() + "/db"}) {
     INFO(other);
     // Before issue 19 the symlink opened a second writer in the same process.
-    CHECK_THROWS_WITH(Store::Open(other), Catch::Contains("already open for writing") &&
-                                              Catch::Contains(path));
+    CHECK_THROWS_WITH(Store::Open(other),
+                      Catch::Contains("already open for writing") && Catch::Contains(path));
   }
   StoreOptions ro;
   ro.read_only = true;
@@ -158,9 +158,8 @@ TEST_CASE("store: one writer per directory in a process, however the path is spe
 // user and mount namespace of its own (unshare -rm). Returns false if neither works.
 bool RunOnTmpfs(const std::string& mount_dir, const std::string& command, int* code,
                 std::string* out) {
-  const std::string script = "mount -t tmpfs -o size=4m tmpfs '" + mount_dir +
-                             "' || exit 77; " + command + "; rc=$?; umount '" + mount_dir +
-                             "' 2>/dev/null; exit $rc";
+  const std::string script = "mount -t tmpfs -o size=4m tmpfs '" + mount_dir + "' || exit 77; " +
+                             command + "; rc=$?; umount '" + mount_dir + "' 2>/dev/null; exit $rc";
   auto direct = testing::RunCommand({"/bin/sh", "-c", script});
   if (direct.first != 77) {
     *code = direct.first;
@@ -204,8 +203,7 @@ TEST_CASE("store: a full disk is a Lua error, never an abort", "[store][reliabil
   CHECK_THAT(out, Catch::Contains("reopen on a full disk: ") &&
                       Catch::Contains("create on a full disk: vt.store.open: cannot open store") &&
                       Catch::Contains("No space left on device") &&
-                      Catch::Contains("intact after freeing space") &&
-                      Catch::Contains("survived"));
+                      Catch::Contains("intact after freeing space") && Catch::Contains("survived"));
   CHECK(out.find("Assertion") == std::string::npos);
 }
 

@@ -1,8 +1,7 @@
-// libFuzzer target for the log record decoder (runtime/precision/codec.h). Built only when
-// clang++ is available, by the `fuzz_log_decode` target (not part of the default build):
+// libFuzzer target for the log record decoder (runtime/precision/codec.h). Built by the
+// fuzz build (tests/fuzz/CMakeLists.txt, README "Sanitizers and fuzzers"):
 //
-//   cmake --build build --target fuzz_log_decode
-//   build/fuzz_log_decode -max_total_time=60 [corpus_dir]
+//   build-fuzz/fuzz_log_decode -max_total_time=60 tests/fuzz/corpus/log_decode
 //
 // Every input must either decode or raise vt::Error (AddressSanitizer and UBSan catch any
 // out-of-bounds read or undefined behaviour); a decoded record must re-encode to the very
