@@ -410,6 +410,46 @@ void Store::Refresh() {
   if (!s.ok())
     throw Error("store '" + path_ + "': cannot catch up with the writer: " + s.ToString());
   CheckTableFiles(h_->db, h_->db_options, h_->cfds, path_);
+  // A writer that closes flushes its last writes to SST files and drops the write-ahead log;
+  // a secondary instance that had not tailed those writes from the log before then does not
+  // see them by catching up (measured: a reader stuck one leaf short of a finished run). So
+  // once no writer holds the directory, the reader opens it afresh, which recovers every file,
+  // and does so again only after another writer has come and gone.
+  const bool writer = WriterClaim::WriterActive(path_);
+  if (writer) {
+    reopened_without_writer_ = false;
+  } else if (!reopened_without_writer_) {
+    ReopenReader();
+    reopened_without_writer_ = true;
+  }
+}
+
+void Store::ReopenReader() {
+  rocksdb::DBOptions db_options = h_->db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfds = h_->cfds;
+  std::error_code ec;
+  std::string scratch = (fs::temp_directory_path() / "vtstore-reader-XXXXXX").string();
+  if (mkdtemp(scratch.data()) == nullptr) throw Error("cannot create a temporary directory for a store reader");
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s = rocksdb::DB::OpenAsSecondary(db_options, path_, scratch, cfds, &cfs, &raw);
+    if (s.ok()) break;
+    cfs.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
+  }
+  fs::remove_all(scratch, ec);
+  if (!s.ok()) throw Error("cannot reopen store '" + path_ + "' for reading: " + s.ToString());
+  auto fresh = std::make_unique<Handles>();
+  fresh->db = raw;
+  fresh->cfs = std::move(cfs);
+  fresh->cache = h_->cache;
+  fresh->db_options = db_options;
+  fresh->cfds = cfds;
+  CheckTableFiles(raw, db_options, cfds, path_);
+  h_ = std::move(fresh);
+  run_states_.clear();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -287,6 +287,10 @@ class Store {
   mutable std::shared_mutex mu_;  // shared: any call; exclusive: Close, Refresh
   std::mutex write_mu_;           // serializes writers
   std::unique_ptr<Handles> h_;    // null once closed
+  // Readers: the database reopened after its writer left (Refresh), not again until another
+  // writer has come and gone.
+  bool reopened_without_writer_ = false;
+  void ReopenReader();
   std::map<std::string, std::unique_ptr<RunState>, std::less<>> run_states_;  // writer caches
   std::map<std::string, uint64_t, std::less<>> next_transcript_seq_;
 

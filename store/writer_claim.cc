@@ -1,6 +1,8 @@
 #include "store/writer_claim.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -43,6 +45,25 @@ WriterClaim::WriterClaim(const std::string& dir) {
 WriterClaim::~WriterClaim() {
   std::lock_guard<std::mutex> lock(claims_mu);
   Claims().erase(std::make_pair(dev_, ino_));
+}
+
+bool WriterClaim::WriterActive(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0) {
+    std::lock_guard<std::mutex> lock(claims_mu);
+    if (Claims().count(std::make_pair(static_cast<unsigned long long>(st.st_dev),
+                                      static_cast<unsigned long long>(st.st_ino)))) {
+      return true;
+    }
+  }
+  const int fd = open((dir + "/LOCK").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  const bool held = fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  close(fd);
+  return held;
 }
 
 }  // namespace vt::store

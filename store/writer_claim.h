@@ -18,6 +18,10 @@ class WriterClaim {
   // vt::store::Error if this process already holds a claim on that directory.
   explicit WriterClaim(const std::string& dir);
   ~WriterClaim();
+  // Whether a writer holds `dir`: a claim in this process, or RocksDB's LOCK file locked by
+  // another process (an fcntl lock, which F_GETLK reports only for other processes).
+  static bool WriterActive(const std::string& dir);
+
   WriterClaim(const WriterClaim&) = delete;
   WriterClaim& operator=(const WriterClaim&) = delete;
 
