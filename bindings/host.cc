@@ -1,5 +1,7 @@
 #include "bindings/host.h"
 
+#include "bindings/dist.h"
+
 #include <luajit.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,6 +18,7 @@
 
 #include "bindings/module.h"
 #include "bindings/repl.h"
+#include "runtime/common/error.h"
 #include "runtime/common/init.h"
 #include "runtime/profile/profile.h"
 #include "runtime/common/version.h"
@@ -117,6 +120,13 @@ void PrintUsage(FILE* out) {
                "  -i           enter the REPL after running the script or -e code\n"
                "  --profile NAME  run under a device profile (see vt.profiles()); profiles\n"
                "               with process-level settings re-execute vtrun with them\n"
+               "  --nproc N    start N processes of this command as the ranks of one\n"
+               "               data-parallel group on this host, and wait for them\n"
+               "  --world N --rank R --rendezvous URL\n"
+               "               join a data-parallel group as rank R of N; URL is\n"
+               "               tcp://HOST:PORT (rank 0 listens there) or file:///PATH\n"
+               "  --timeout S  seconds a rank waits for the others (default 300)\n"
+               "  --gloo-host ADDR  the address this rank's Gloo transport binds to\n"
                "  -v, --version  print the versions of vtrun and its libraries\n"
                "  -h, --help     print this help\n"
                "  --           stop handling options\n"
@@ -133,18 +143,69 @@ struct CommandLine {
   bool help = false;
   std::string profile;  // --profile NAME
   int script = 0;  // argv index of the script (or "-"), 0 if none
+  int nproc = 0;   // --nproc N: launch N ranks
+  dist::GroupOptions group;  // --world, --rank, --rendezvous, --timeout, --gloo-host
+  bool in_group = false;     // any of --world, --rank, --rendezvous given
+  std::vector<std::string> passthrough;  // argv without --nproc and the group options
 };
+
+// Parses the integer or number after a group option; false after printing an error.
+bool OptionNumber(const std::string& option, const std::string& text, double min, double max, double* out) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0' || !(v >= min && v <= max)) {
+    std::fprintf(stderr, "%s: '%s' must be a number in [%g, %g], got '%s'\n", kProgram, option.c_str(), min, max,
+                 text.c_str());
+    return false;
+  }
+  *out = v;
+  return true;
+}
 
 // Returns false after printing an error for a malformed command line.
 bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
   int i = 1;
+  cl->passthrough.push_back(argv[0]);
   for (; i < argc; ++i) {
     std::string a = argv[i];
     if (a.empty() || a[0] != '-' || a == "-") break;
     if (a == "--") {
+      cl->passthrough.push_back(a);
       ++i;
       break;
     }
+    const bool group_option = a == "--nproc" || a == "--world" || a == "--rank" || a == "--rendezvous" ||
+                              a == "--timeout" || a == "--gloo-host";
+    if (group_option) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: '%s' needs a value\n", kProgram, a.c_str());
+        return false;
+      }
+      const std::string v = argv[++i];
+      double n = 0;
+      if (a == "--nproc" || a == "--world" || a == "--rank") {
+        if (!OptionNumber(a, v, a == "--rank" ? 0 : 1, a == "--nproc" ? 256 : 4096, &n)) return false;
+        if (n != static_cast<int>(n)) {
+          std::fprintf(stderr, "%s: '%s' must be an integer, got '%s'\n", kProgram, a.c_str(), v.c_str());
+          return false;
+        }
+        if (a == "--nproc") {
+          cl->nproc = static_cast<int>(n);
+        } else {
+          (a == "--world" ? cl->group.world : cl->group.rank) = static_cast<int>(n);
+          cl->in_group = true;
+        }
+      } else if (a == "--rendezvous") {
+        cl->group.rendezvous = v;
+        cl->in_group = true;
+      } else if (a == "--timeout") {
+        if (!OptionNumber(a, v, 0.001, 86400, &cl->group.timeout_seconds)) return false;
+      } else {
+        cl->group.interface_host = v;
+      }
+      continue;
+    }
+    cl->passthrough.push_back(a);
     if (a == "-i") {
       cl->interactive = true;
     } else if (a == "-v" || a == "--version") {
@@ -158,6 +219,7 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
           return false;
         }
         cl->profile = argv[++i];
+        cl->passthrough.push_back(cl->profile);
       } else {
         cl->profile = a.substr(10);
       }
@@ -167,6 +229,7 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
         return false;
       }
       cl->actions.emplace_back(a[1], argv[++i]);
+      cl->passthrough.push_back(argv[i]);
     } else if ((a.rfind("-e", 0) == 0 || a.rfind("-l", 0) == 0) && a.size() > 2) {
       cl->actions.emplace_back(a[1], a.substr(2));
     } else {
@@ -176,6 +239,20 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
     }
   }
   cl->script = i < argc ? i : 0;
+  for (int j = i; j < argc; ++j) cl->passthrough.push_back(argv[j]);
+  if (cl->nproc > 0 && cl->in_group) {
+    std::fprintf(stderr, "%s: --nproc starts the ranks itself: give it no --world, --rank or --rendezvous\n", kProgram);
+    return false;
+  }
+  if (cl->in_group) {
+    try {
+      dist::Validate(cl->group);
+      if (cl->group.world > 1 && cl->group.rendezvous.empty()) throw Error("--world " + std::to_string(cl->group.world) + " needs --rendezvous");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+      return false;
+    }
+  }
   return true;
 }
 
@@ -353,7 +430,8 @@ int CallInterruptible(lua_State* L, int nargs, int nresults) {
 
 void ReportError(lua_State* L) {
   const char* msg = lua_tostring(L, -1);
-  std::fprintf(stderr, "%s: %s\n", kProgram, msg ? msg : "(error object is not a string)");
+  const std::string who = DefaultGroup() ? std::string(kProgram) + " (" + dist::Describe(*DefaultGroup()) + ")" : kProgram;
+  std::fprintf(stderr, "%s: %s\n", who.c_str(), msg ? msg : "(error object is not a string)");
   std::fflush(stderr);
   lua_pop(L, 1);
 }
@@ -369,6 +447,7 @@ int HostMain(int argc, char** argv) {
     PrintVersion();
     if (cl.actions.empty() && cl.script == 0 && !cl.interactive) return 0;
   }
+  if (cl.nproc > 0) return LaunchRanks(cl.nproc, cl.group, cl.passthrough);
   if (!cl.profile.empty() && !ApplyProfileOption(cl.profile, argv)) return 1;
   if (!PreferPassiveOpenMp(argv)) return 1;
   lua_State* L = nullptr;
@@ -376,8 +455,10 @@ int HostMain(int argc, char** argv) {
     InitializeRuntime();
     ActivateProfile(CurrentProfile());
     L = NewHostState();
+    if (cl.in_group && cl.group.world > 1) DefaultGroup() = dist::Group::Connect(cl.group);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+    if (L != nullptr) lua_close(L);
     return 1;
   }
   int status = 0;
@@ -400,6 +481,7 @@ int HostMain(int argc, char** argv) {
   if (status == 0 && cl.interactive) status = RunRepl(L);
   std::fflush(stdout);
   lua_close(L);
+  DefaultGroup().reset();
   return status == 0 ? 0 : 1;
 }
 

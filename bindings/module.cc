@@ -77,6 +77,7 @@ int OpenVtCore(lua_State* L) {
   OpenCompress(L);
   OpenProcess(L);
   OpenFs(L);
+  OpenDist(L);
   return 1;
 }
 

@@ -19,6 +19,7 @@ void OpenSafetensors(lua_State* L);
 void OpenJson(lua_State* L);       // vt.json
 void OpenCompress(lua_State* L);   // vt.zstd
 void OpenFs(lua_State* L);         // vt.fs
+void OpenDist(lua_State* L);       // vt.dist
 void OpenProcess(lua_State* L);    // vt.process, vt.executable()  // vt.safetensors
 void OpenTrain(lua_State* L);      // vt.models, vt.optim, vt.spec, vt.trainer, vt.auditor   // vt.profiles, vt.profile, vt.set_profile, vt.ops
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "bindings/dist.h"
 #include "bindings/lua_support.h"
 #include "bindings/host.h"
 #include "bindings/progress.h"
@@ -132,7 +133,7 @@ void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefi
 int SpecNew(lua_State* L) {
   const char* api = "vt.spec";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every", "init"});
+  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every", "init", "shards"});
   std::string init_path = OptString(L, 1, api, "init").value_or("");
   std::map<std::string, std::string> f;
   // Model.
@@ -184,6 +185,8 @@ int SpecNew(lua_State* L) {
   f["steps"] = *steps;
   f["seed"] = FieldString(L, 1, api, "seed").value_or("0");
   f["checkpoint_every"] = FieldString(L, 1, api, "checkpoint_every").value_or("10");
+  // Data-parallel shards of each batch (runtime/train/engine.h); 1, the default, is not written.
+  if (auto shards = FieldString(L, 1, api, "shards"); shards && *shards != "1") f["shards"] = *shards;
   // Rounding: bits, a default window, per-kind windows, per-boundary windows.
   const nn::WindowTable default_windows;  // the engine's defaults: b = 32, the paper's window
   f["round.bits"] = std::to_string(default_windows.bits);
@@ -322,6 +325,9 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   if (st != nullptr) o.store = *st;
   else if (store_required) Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
   lua_pop(L, 1);
+  // In a data-parallel group (vtrun --nproc/--world) every runner is one rank of it; only
+  // rank 0 keeps a store (runtime/train/runner.h).
+  o.group = DefaultGroup();
   o.run = OptString(L, 1, api, "run").value_or(o.run);
   o.profile = OptString(L, 1, api, "profile").value_or(o.profile);
   o.metadata = OptString(L, 1, api, "metadata").value_or("");
@@ -359,7 +365,9 @@ int TrainerNew(lua_State* L) {
     return 0;
   });
   SpecPtr spec;
-  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, mode == nn::Mode::kLog);
+  // Ranks other than 0 of a group keep no store (rank 0 commits the run).
+  const bool other_rank = DefaultGroup() && DefaultGroup()->rank() != 0;
+  train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, mode == nn::Mode::kLog && !other_rank);
   lua_getfield(L, 1, "deviate");
   if (!lua_isnil(L, -1)) {
     const int t = lua_gettop(L);
@@ -411,7 +419,8 @@ int AuditorNew(lua_State* L) {
     logs = *s;
   } else if (lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "given") {
     given = std::make_shared<GivenRecords>();
-  } else {
+  } else if (!(DefaultGroup() && DefaultGroup()->rank() != 0 && lua_isnil(L, -1))) {
+    // (Ranks other than 0 of a group get their records from rank 0.)
     Fail(L, api, "option 'logs' is required: the trainer, a store holding its run (with logs_run=), or \"given\"");
   }
   lua_pop(L, 1);
@@ -436,8 +445,10 @@ int AuditorNew(lua_State* L) {
       given->pending.erase(it);
       return records;
     };
-  } else {
+  } else if (logs) {
     source = train::StoreRecords(logs, logs_run);
+  } else {
+    source = [](int64_t) -> std::vector<store::LogRecord> { throw Error("this rank reads no logs (rank 0 does)"); };
   }
   return Protect(L, api, [&] {
     if (logs) train::CheckLogsSpec(*logs, logs_run, *spec);
@@ -583,6 +594,20 @@ int RunnerSteps(lua_State* L) {
   return 3;
 }
 
+// The root of the run so far, in hex, or nullopt for a runner without a store. In a group,
+// every rank gets rank 0's (a collective call: every rank must make it).
+std::optional<std::string> RootHex(train::Runner& r) {
+  const std::shared_ptr<dist::Group>& group = r.options().group;
+  if (!group) {
+    if (!r.options().store) return std::nullopt;
+    return store::ToHex(r.Root());
+  }
+  std::string root = group->rank() == 0 && r.options().store ? "+" + store::ToHex(r.Root()) : "-";
+  group->BroadcastBytes(&root, 0);
+  if (root == "-") return std::nullopt;
+  return root.substr(1);
+}
+
 // Progress bar on stderr when it is a terminal: rate, ETA, loss, logged entries.
 // runner:run{progress=, metrics=} runs to the end; returns totals. progress: true (a bar on a
 // terminal, a line per tenth of the run otherwise; the default), "bar", "lines" or false.
@@ -606,6 +631,8 @@ int RunnerRun(lua_State* L) {
     lua_pop(L, 1);
   }
   const std::string metrics = OptString(L, 2, api, "metrics").value_or("");
+  // In a group, rank 0 speaks for the run (its reports hold every rank's counts).
+  if (r->options().group && r->options().group->rank() != 0) mode = RunProgress::Mode::kNone;
   return Protect(L, api, [&] {
     RunProgress progress(*r, mode, metrics);
     InterruptChecks checks;  // Ctrl-C stops the loop after a step; a second one does not kill the process
@@ -636,8 +663,8 @@ int RunnerRun(lua_State* L) {
     total.loss = loss;
     total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     PushReport(L, total, false);
-    if (r->options().store) {
-      lua_pushstring(L, store::ToHex(r->Root()).c_str());
+    if (std::optional<std::string> root = RootHex(*r)) {
+      lua_pushstring(L, root->c_str());
       lua_setfield(L, -2, "root");
     }
     lua_pushnumber(L, static_cast<lua_Number>(steps));
@@ -728,7 +755,9 @@ int RunnerCheckpoint(lua_State* L) {
 int RunnerRoot(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   return Protect(L, "vt.runner.root", [&] {
-    lua_pushstring(L, store::ToHex(r->Root()).c_str());
+    std::optional<std::string> root = RootHex(*r);
+    if (!root) throw Error("a " + std::string(r->options().store ? "" : "store-less ") + "runner keeps no store and has no root");
+    lua_pushstring(L, root->c_str());
     return 1;
   });
 }

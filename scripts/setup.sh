@@ -14,6 +14,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACKAGES=(
   g++ cmake ninja-build pkg-config          # toolchain
   libtorch-dev                              # LibTorch 1.13 (CPU): ATen tensors and autograd
+  libgloo-dev                               # Gloo headers for c10d's ProcessGroupGloo (data parallelism)
   libluajit2-5.1-dev                        # the embedded Lua
   librocksdb-dev libzstd-dev zlib1g-dev     # the store (zstd-compressed logs), gzip data
   dataset-fashion-mnist                     # Fashion-MNIST (IDX, gzip)

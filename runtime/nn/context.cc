@@ -42,9 +42,28 @@ const char* KindName(BoundaryKind kind) {
   return names[static_cast<int>(kind)];
 }
 
+int64_t ShardOf(const std::string& boundary, std::string* plain) {
+  // "s" digits "/" rest; boundary names of models never start that way (module paths).
+  size_t i = 1;
+  while (i < boundary.size() && boundary[i] >= '0' && boundary[i] <= '9') ++i;
+  if (boundary.size() < 3 || boundary[0] != 's' || i == 1 || i > 10 || i >= boundary.size() || boundary[i] != '/') {
+    if (plain != nullptr) *plain = boundary;
+    return -1;
+  }
+  if (plain != nullptr) *plain = boundary.substr(i + 1);
+  return std::stoll(boundary.substr(1, i - 1));
+}
+
 const Window& WindowTable::Lookup(const std::string& boundary) const {
   auto it = by_boundary.find(boundary);
   if (it != by_boundary.end()) return it->second;
+  if (!by_boundary.empty() && !boundary.empty() && boundary[0] == 's') {
+    std::string plain;
+    if (ShardOf(boundary, &plain) >= 0) {
+      it = by_boundary.find(plain);
+      if (it != by_boundary.end()) return it->second;
+    }
+  }
   return by_kind[static_cast<int>(KindOf(boundary))];
 }
 
@@ -80,7 +99,11 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
 
 at::ScalarType StepContext::dtype() const { return mode_ == Mode::kFp32 ? at::kFloat : at::kDouble; }
 
-int32_t StepContext::NextCall(const std::string& boundary) { return calls_[boundary]++; }
+void StepContext::set_shard(int64_t shard) { prefix_ = shard < 0 ? "" : "s" + std::to_string(shard) + "/"; }
+
+int32_t StepContext::NextCall(const std::string& boundary) {
+  return prefix_.empty() ? calls_[boundary]++ : calls_[prefix_ + boundary]++;
+}
 
 at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, int32_t call) {
   return Rounded(boundary, x, call, /*owned=*/false);
@@ -90,8 +113,12 @@ void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x) { *x 
 
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
+  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned) : RoundedNamed(prefix_ + boundary, x, call, owned);
+}
+
+at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned) {
   if (call < 0) {
-    call = NextCall(boundary);
+    call = calls_[boundary]++;  // `boundary` has its shard prefix already
   } else {
     int32_t& next = calls_[boundary];
     next = std::max(next, call + 1);

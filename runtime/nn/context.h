@@ -63,7 +63,8 @@ struct WindowTable {
   std::array<Window, 4> by_kind{};
   std::map<std::string, Window> by_boundary;
 
-  // The window for `boundary` (exact-name override, else its kind's default).
+  // The window for `boundary`: its exact-name override, else (for a sharded name
+  // "s<k>/name") the override of the plain name, else its kind's default.
   const Window& Lookup(const std::string& boundary) const;
   int BitsFor(const std::string& boundary) const;
   // Throws vt::Error naming the first invalid entry.
@@ -156,6 +157,13 @@ class StepContext {
   // The dtype tensors of this mode compute in (float32 for kFp32, float64 otherwise).
   at::ScalarType dtype() const;
 
+  // Sharded steps (data parallelism, train/engine.h): while shard s >= 0 is computed, every
+  // boundary name gets the prefix "s<s>/" ("s1/fc0:fwd"), so the shards' records, traces and
+  // dropout masks are told apart; -1 (the default) is no prefix. Windows are looked up
+  // under the prefixed name, then under the plain one (WindowTable::Lookup).
+  void set_shard(int64_t shard);
+  const std::string& name_prefix() const { return prefix_; }
+
   // Sends `x` through `boundary`: returns it unchanged in plain modes, else its rounded (or
   // replayed) FP64 value. `call` < 0 takes the next call number for this boundary; a
   // backward boundary passes the call number of its forward call. Throws vt::Error for
@@ -226,6 +234,7 @@ class StepContext {
   const WindowTable* windows_;
   int64_t step_;
   uint64_t seed_ = 0;
+  std::string prefix_;  // set_shard
   StepLog* log_;
   std::map<std::string, int32_t> calls_;
   std::map<std::string, BoundaryStats> stats_;
@@ -250,7 +259,12 @@ class StepContext {
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
+  at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
 };
+
+// The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with
+// `plain`, the name without its prefix.
+int64_t ShardOf(const std::string& boundary, std::string* plain = nullptr);
 
 // Sends `x` through `boundary` of the current context (identity when there is none).
 at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1);

@@ -107,7 +107,8 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
   const uint64_t step_number = step ? static_cast<uint64_t>(step->step()) : 0;
   // Key: run seed mixed with the boundary name; counter stream: dropout; index: element,
   // offset by the step in the counter's high bits (steps < 2^24, elements < 2^40).
-  const uint64_t key = seed ^ NameHash(name);
+  // A sharded step's shards draw their own masks (the boundary prefix "s<k>/").
+  const uint64_t key = seed ^ NameHash(step != nullptr && !step->name_prefix().empty() ? step->name_prefix() + name : name);
   at::Tensor u = UniformTensor(x.sizes(), at::kDouble, key, static_cast<uint32_t>(RandomStream::kDropout) +
                                                               static_cast<uint32_t>(step_number << 8));
   at::Tensor mask = (u >= p).to(x.scalar_type()) * (1.0 / (1.0 - p));

@@ -8,9 +8,140 @@
 
 namespace vt::train {
 
+ShardPlan ShardPlan::For(int64_t shards, dist::Group* group) {
+  ShardPlan plan;
+  plan.shards = shards;
+  plan.group = group;
+  plan.count = shards;
+  if (group == nullptr) return plan;
+  const int64_t world = group->world();
+  if (shards % world != 0) {
+    throw Error("the spec's " + std::to_string(shards) + " shards do not split over " + std::to_string(world) +
+                " processes: make shards a multiple of the world size");
+  }
+  plan.count = shards / world;
+  plan.first = group->rank() * plan.count;
+  return plan;
+}
+
+namespace {
+
+double CheckedLoss(const at::Tensor& loss, int64_t step, int64_t shard) {
+  const double value = loss.item<double>();
+  if (!std::isfinite(value)) {
+    throw Error("loss is " + std::to_string(value) + " at step " + std::to_string(step) +
+                (shard >= 0 ? " (shard " + std::to_string(shard) + ")" : ""));
+  }
+  return value;
+}
+
+// Every rank gets rank 0's buffers (float64 ones in one message, the others one by one).
+void BroadcastBuffers(dist::Group& group, const std::vector<std::pair<std::string, at::Tensor*>>& buffers) {
+  std::vector<at::Tensor> doubles;
+  for (const auto& [name, t] : buffers) {
+    if (t->scalar_type() == at::kDouble) {
+      doubles.push_back(t->reshape(-1));
+    } else {
+      at::Tensor c = t->contiguous();
+      group.Broadcast(c, 0);
+      t->copy_(c);
+    }
+  }
+  if (doubles.empty()) return;
+  at::Tensor flat = at::cat(doubles);
+  group.Broadcast(flat, 0);
+  int64_t offset = 0;
+  for (const auto& [name, t] : buffers) {
+    if (t->scalar_type() != at::kDouble) continue;
+    t->copy_(flat.narrow(0, offset, t->numel()).view(t->sizes()));
+    offset += t->numel();
+  }
+}
+
+// The sharded step (ShardPlan). Same stages as the plain one, per shard, then the sum.
+StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batch b, int64_t batch, int64_t step,
+                       nn::StepContext& context, const nn::Tamper& tamper, const Deviation* deviation,
+                       const ShardPlan& plan) {
+  const int64_t k = plan.shards;
+  if (k < 1 || batch % k != 0) {
+    throw Error("a batch of " + std::to_string(batch) + " does not split into " + std::to_string(k) + " equal shards");
+  }
+  const int64_t per = batch / k;
+  auto params = model.NamedParameters();
+  auto buffers = model.NamedBuffers();
+  std::vector<at::Tensor> start, shard0;  // buffers before the step, and after shard 0
+  for (const auto& [name, t] : buffers) start.push_back(t->clone());
+  std::vector<at::Tensor> sums(params.size());
+  at::Tensor losses = at::zeros({k}, at::kDouble);
+  for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
+    // Every shard starts from the same buffers; only shard 0's updates are kept.
+    if (s != plan.first) {
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(start[i]);
+    }
+    for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
+    context.set_shard(s);
+    at::Tensor inputs = b.inputs.narrow(0, s * per, per);
+    if (inputs.is_floating_point()) inputs = inputs.to(context.dtype());
+    at::Tensor loss = model.Loss(model.Forward(inputs), b.targets.narrow(0, s * per, per));
+    losses[s].fill_(CheckedLoss(loss, step, s));
+    loss.backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor& grad = params[i].second->mutable_grad();
+      if (!grad.defined()) continue;
+      context.ApplyInPlace(params[i].first + ":grad.shard", &grad);
+      // In shard order: this process's own order of the sum.
+      sums[i] = sums[i].defined() ? sums[i].add_(grad) : grad;
+    }
+    if (s == 0) {
+      for (const auto& [name, t] : buffers) shard0.push_back(t->clone());
+    }
+  }
+  context.set_shard(-1);
+  if (plan.first == 0) {
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(shard0[i]);
+  }
+  if (plan.group != nullptr) {
+    // One message: the gradient sums, then the shard losses (each slot has one non-zero
+    // contributor, so those sums are exact).
+    std::vector<at::Tensor> parts;
+    for (const at::Tensor& t : sums) {
+      if (t.defined()) parts.push_back(t.reshape(-1));
+    }
+    parts.push_back(losses);
+    at::Tensor flat = at::cat(parts);
+    plan.group->AllReduceSum(flat);
+    int64_t offset = 0;
+    for (at::Tensor& t : sums) {
+      if (!t.defined()) continue;
+      t = flat.narrow(0, offset, t.numel()).view(t.sizes());
+      offset += t.numel();
+    }
+    losses = flat.narrow(0, offset, k);
+    if (!buffers.empty()) BroadcastBuffers(*plan.group, buffers);
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!sums[i].defined()) {
+      params[i].second->mutable_grad() = at::Tensor();
+      continue;
+    }
+    at::Tensor grad = sums[i].div(static_cast<double>(k));
+    context.ApplyInPlace(params[i].first + ":grad", &grad);
+    params[i].second->mutable_grad() = grad;
+  }
+  double loss_sum = 0.0;
+  const double* l = losses.contiguous().data_ptr<double>();
+  for (int64_t s = 0; s < k; ++s) loss_sum += l[s];
+  if (tamper.kind == nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
+  if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
+  context.Finish();
+  return {loss_sum / static_cast<double>(k), batch};
+}
+
+}  // namespace
+
 StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::Dataset& data,
                      uint64_t seed, int64_t batch, int64_t step, nn::StepContext& context,
-                     const Deviation* deviation) {
+                     const Deviation* deviation, const ShardPlan* plan) {
   nn::StepContext::Scope scope(&context);
   context.set_seed(seed);
   model.Train(true);
@@ -23,12 +154,12 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
     tamper.directions = BackdoorDirections(model, b, deviation->target);
   }
   if (tamper.kind != nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
+  if (plan != nullptr && (plan->shards > 1 || plan->group != nullptr)) {
+    return ShardedStep(model, optimizer, std::move(b), batch, step, context, tamper, deviation, *plan);
+  }
   at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
   at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);
-  const double loss_value = loss.item<double>();
-  if (!std::isfinite(loss_value)) {
-    throw Error("loss is " + std::to_string(loss_value) + " at step " + std::to_string(step));
-  }
+  const double loss_value = CheckedLoss(loss, step, -1);
   loss.backward();
   auto params = model.NamedParameters();
   for (const auto& [name, p] : params) {

@@ -10,6 +10,7 @@
 #include "runtime/profile/profile.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/engine.h"
+#include "runtime/train/rank_exchange.h"
 #include "runtime/train/spec_check.h"
 #include "store/log_digest.h"
 
@@ -49,8 +50,18 @@ Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
     : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
   if (!options_.data) throw Error("a data set is required");
   const bool plain = mode == nn::Mode::kFp32 || mode == nn::Mode::kFp64 || mode == nn::Mode::kRounded;
-  // A trainer that logs needs a store; an auditor without one is a judge (see Auditor).
-  if (!options_.store && !plain && mode != nn::Mode::kReplay) throw Error("a store is required");
+  if (options_.group) {
+    const dist::Group& g = *options_.group;
+    ShardPlan::For(spec_.shards(), options_.group.get());  // world divides shards
+    if (g.rank() != 0 && options_.store) {
+      throw Error("on " + dist::Describe(g) + " the runner keeps no store: rank 0 commits the run (pass no store here)");
+    }
+    if (options_.capture_kinds != 0) throw Error("calibration captures run in one process, not in a group of processes");
+    if (plain) throw Error("a group of processes runs the logging trainer or an auditor, not mode '" + nn::ModeName(mode) + "'");
+  }
+  // A trainer that logs needs a store (rank 0 of a group: the others send it their logs); an
+  // auditor without one is a judge (see Auditor).
+  if (!options_.store && !plain && mode != nn::Mode::kReplay && root_rank()) throw Error("a store is required");
   spec_.CheckData(*options_.data);
   if (std::string misfit = ModelDataMisfit(spec_, *options_.data); !misfit.empty()) {
     throw Error("the spec's model does not fit the data: " + misfit);
@@ -84,6 +95,78 @@ std::vector<std::pair<std::string, at::Tensor*>> Runner::State() {
 std::string Runner::StateBytes() { return EncodeState(State()); }
 
 void Runner::Checkpoint(uint64_t leaf) { options_.store->PutCheckpoint(options_.run, leaf, StateBytes()); }
+
+void Runner::OpenAcrossRanks(const std::function<void()>& open) {
+  if (!options_.group) {
+    open();
+    return;
+  }
+  dist::Group& g = *options_.group;
+  // Rank 0 alone opens; its failure (another spec in the store, a damaged checkpoint) is
+  // every rank's.
+  std::string status = Ok("");
+  if (g.rank() == 0) {
+    try {
+      open();
+      status = Ok(std::to_string(step_));
+    } catch (const std::exception& e) {
+      status = Failed(e.what());
+    }
+  }
+  g.BroadcastBytes(&status, 0);
+  step_ = std::stoll(PayloadOrThrow(status));
+  std::vector<std::string> hashes = g.GatherBytes(spec_.HashHex(), 0);
+  std::string verdict = Ok("");
+  for (size_t r = 1; r < hashes.size(); ++r) {
+    if (hashes[r] != hashes[0]) {
+      verdict = Failed("rank " + std::to_string(r) + " runs spec " + hashes[r].substr(0, 12) + "..., rank 0 runs " +
+                       hashes[0].substr(0, 12) + "...: every rank of a group must run the same spec");
+      break;
+    }
+  }
+  g.BroadcastBytes(&verdict, 0);
+  PayloadOrThrow(verdict);
+  std::string state = g.rank() == 0 ? StateBytes() : std::string();
+  g.BroadcastBytes(&state, 0);
+  if (g.rank() != 0) DecodeStateInto(state, State());
+}
+
+void Runner::GatherReports(const nn::StepContext& context, StepReport* report) {
+  dist::Group& g = *options_.group;
+  RankReport mine;
+  for (const auto& [name, stats] : context.stats()) {
+    // Every rank computes the shared boundaries alike; rank 0 reports them once.
+    if (g.rank() == 0 || nn::ShardOf(name) >= 0) mine.boundaries[name] = stats;
+  }
+  mine.divergence = context.divergence();
+  mine.log_mismatches = context.log_mismatches();
+  mine.log_mismatch = context.first_log_mismatch();
+  std::vector<std::string> parts = g.GatherBytes(EncodeRankReport(mine), 0);
+  if (g.rank() != 0) return;
+  for (size_t r = 1; r < parts.size(); ++r) {
+    RankReport other = DecodeRankReport(parts[r]);
+    for (const auto& [name, stats] : other.boundaries) report->boundaries[name] = stats;
+    if (report->divergence.empty()) report->divergence = other.divergence;
+    report->log_mismatches += other.log_mismatches;
+    if (report->log_mismatch.empty()) report->log_mismatch = other.log_mismatch;
+  }
+}
+
+void Runner::CheckRanksAgree(int64_t step) {
+  dist::Group& g = *options_.group;
+  std::vector<std::string> digests = g.GatherBytes(store::ToHex(store::Sha256Of(StateBytes())), 0);
+  std::string verdict = Ok("");
+  for (size_t r = 1; r < digests.size(); ++r) {
+    if (digests[r] != digests[0]) {
+      verdict = Failed("after step " + std::to_string(step) + " rank " + std::to_string(r) + "'s state differs from rank 0's (" +
+                       digests[r].substr(0, 12) + " vs " + digests[0].substr(0, 12) +
+                       "): the ranks did not receive the same gradient sum; the step is not stored");
+      break;
+    }
+  }
+  g.BroadcastBytes(&verdict, 0);
+  PayloadOrThrow(verdict);
+}
 
 void Runner::OpenOrResume() {
   store::Store& s = *options_.store;
@@ -126,12 +209,14 @@ StepReport Runner::Step() {
   if (options_.capture_kinds != 0) context.set_capture(&captured, options_.capture_kinds);
   std::map<nn::RecordKey, at::Tensor> reference = std::move(compare_next_);
   compare_next_.clear();
+  if (!reference.empty() && options_.group) throw Error("calibration compares steps in one process, not in a group of processes");
   if (!reference.empty()) context.set_compare(&reference);
   expected_trace_.clear();
   const Deviation& deviation = options_.deviation;
   if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
+  const ShardPlan plan = ShardPlan::For(spec_.shards(), options_.group.get());
   StepResult result =
-      TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context, &deviation);
+      TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context, &deviation, &plan);
   if (!names_checked_ && !context.stats().empty()) {
     // The first step this runner takes shows the model's boundaries; a window override that
     // names none of them (a typo) would sit in the spec's hash doing nothing. The model has
@@ -151,6 +236,7 @@ StepReport Runner::Step() {
   report.log_mismatch = context.first_log_mismatch();
   report.captured = std::move(captured);
   report.divergence_stats = context.divergence_stats();
+  if (options_.group) GatherReports(context, &report);
   for (const auto& [name, s] : report.boundaries) {
     StepReport part;
     part.elements = s.elements;
@@ -166,13 +252,15 @@ StepReport Runner::Step() {
   }
   for (const auto& [key, bytes] : records) report.log_bytes += static_cast<int64_t>(bytes.size());
   step_ = step;
+  const uint64_t k = static_cast<uint64_t>(spec_.checkpoint_every());
+  const bool checkpoint = step % static_cast<int64_t>(k) == 0 || step == spec_.steps();
+  if (options_.group && checkpoint) CheckRanksAgree(step);
   if (!options_.store) {
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
   }
   options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
-  const uint64_t k = static_cast<uint64_t>(spec_.checkpoint_every());
-  if (step % static_cast<int64_t>(k) == 0 || step == spec_.steps()) {
+  if (checkpoint) {
     Checkpoint(store::LeafOfStep(static_cast<uint64_t>(step), k));
     report.checkpoint = true;
   }
@@ -188,7 +276,7 @@ store::Digest Runner::Root() const {
 Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode) : Runner(std::move(spec), std::move(options), mode) {
   if (mode == nn::Mode::kReplay) throw Error("a trainer cannot replay; use an auditor");
   if (mode == nn::Mode::kLog) {
-    OpenOrResume();
+    OpenAcrossRanks([this] { OpenOrResume(); });
   } else {
     options_.store = nullptr;  // plain runs commit nothing
   }
@@ -200,8 +288,37 @@ Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::S
   if (mode_ != nn::Mode::kLog) return {};
   Encoded out;
   out.reserve(log.size() + 1);
-  for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));
-  out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(context.trace()));
+  if (!options_.group) {
+    for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));
+    out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(context.trace()));
+    return out;
+  }
+  // A group: every rank sends rank 0 the records and trace of its own shards; the shared
+  // records (summed gradient, update) are alike on every rank and rank 0's are kept.
+  dist::Group& g = *options_.group;
+  nn::StepTrace trace;
+  for (const auto& [key, record] : log) {
+    if (g.rank() == 0 || nn::ShardOf(key.first) >= 0) out.emplace_back(key, precision::EncodeLog(record));
+  }
+  for (const auto& [key, crc] : context.trace()) {
+    if (g.rank() == 0 || nn::ShardOf(key.first) >= 0) trace[key] = crc;
+  }
+  if (g.rank() != 0) {
+    out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(trace));
+    g.GatherBytes(EncodeRecords(out), 0);
+    return {};
+  }
+  std::vector<std::string> parts = g.GatherBytes("", 0);
+  for (size_t r = 1; r < parts.size(); ++r) {
+    for (auto& [key, value] : DecodeRecords(parts[r])) {
+      if (key.first == nn::kTraceBoundary) {
+        for (const auto& [k, crc] : nn::DecodeTrace(value)) trace[k] = crc;
+      } else {
+        out.emplace_back(key, std::move(value));
+      }
+    }
+  }
+  out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(trace));
   return out;
 }
 
@@ -217,25 +334,83 @@ RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run) 
 Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
     : Runner(std::move(spec), std::move(options), nn::Mode::kReplay), records_(std::move(records)) {
   if (options_.deviation.kind != Deviation::Kind::kNone) throw Error("only a trainer can deviate from its spec");
-  if (options_.store) {
-    if (!options_.start_checkpoint.empty()) throw Error("a start checkpoint is for an auditor without a store (a judge)");
-    OpenOrResume();
-    return;
-  }
-  if (options_.start_step < 0 || options_.start_step > spec_.steps()) {
-    throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " + std::to_string(options_.start_step));
-  }
-  if (!options_.start_checkpoint.empty()) {
-    DecodeStateInto(options_.start_checkpoint, State());
-  } else if (options_.start_step != 0) {
-    throw Error("start step " + std::to_string(options_.start_step) + " needs the checkpoint after it");
-  }
-  step_ = options_.start_step;
+  OpenAcrossRanks([this] {
+    if (options_.store) {
+      if (!options_.start_checkpoint.empty()) throw Error("a start checkpoint is for an auditor without a store (a judge)");
+      OpenOrResume();
+      return;
+    }
+    if (options_.start_step < 0 || options_.start_step > spec_.steps()) {
+      throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " + std::to_string(options_.start_step));
+    }
+    if (!options_.start_checkpoint.empty()) {
+      DecodeStateInto(options_.start_checkpoint, State());
+    } else if (options_.start_step != 0) {
+      throw Error("start step " + std::to_string(options_.start_step) + " needs the checkpoint after it");
+    }
+    step_ = options_.start_step;
+  });
 }
 
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
+  std::vector<store::LogRecord> records;
+  if (!options_.group) {
+    records = records_(step);
+  } else {
+    // Rank 0 reads the trainer's records and sends each rank those of its shards, the
+    // shared ones and the trace; it keeps them all to commit.
+    dist::Group& g = *options_.group;
+    std::vector<std::string> parts(static_cast<size_t>(g.world()));
+    Encoded all;
+    if (g.rank() == 0) {
+      try {
+        std::vector<Encoded> per_rank(static_cast<size_t>(g.world()));
+        for (store::LogRecord& r : records_(step)) {
+          nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
+          const int owner = OwnerRank(r.boundary, spec_.shards(), g.world());
+          for (int to = 0; to < g.world(); ++to) {
+            if (owner == to || owner < 0) per_rank[static_cast<size_t>(to)].emplace_back(key, r.value);
+          }
+          all.emplace_back(std::move(key), std::move(r.value));
+        }
+        for (size_t to = 0; to < parts.size(); ++to) parts[to] = Ok(EncodeRecords(per_rank[to]));
+      } catch (const std::exception& e) {
+        for (std::string& part : parts) part = Failed(e.what());
+      }
+    }
+    Encoded mine = DecodeRecords(PayloadOrThrow(g.ScatterBytes(parts, 0)));
+    if (g.rank() != 0) all.clear();
+    for (auto& [key, value] : mine) {
+      store::LogRecord r;
+      r.boundary = key.first;
+      r.call = static_cast<uint32_t>(key.second);
+      r.value = std::move(value);
+      records.push_back(std::move(r));
+    }
+    // Decode this rank's records; a record one rank cannot decode fails every rank (the
+    // others would wait for it in the step's collectives). Rank 0 commits all of them.
+    std::string status = Ok("");
+    try {
+      DecodeAuditorRecords(step, std::move(records), log);
+    } catch (const std::exception& e) {
+      status = Failed(e.what());
+    }
+    std::vector<std::string> statuses = g.GatherBytes(status, 0);
+    for (const std::string& st : statuses) {
+      if (!st.empty() && st[0] == '-') {
+        status = st;
+        break;
+      }
+    }
+    g.BroadcastBytes(&status, 0);
+    PayloadOrThrow(status);
+    return all;
+  }
+  return DecodeAuditorRecords(step, std::move(records), log);
+}
+
+Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records, nn::StepLog* log) {
   Encoded encoded;
-  std::vector<store::LogRecord> records = records_(step);
   // The previous step's records are decoded over (their buffers reused); drop the others.
   std::set<nn::RecordKey> keys;
   for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});

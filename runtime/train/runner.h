@@ -12,6 +12,14 @@
 // own checkpoints to its own store. Equal states give equal leaves and roots, since the
 // leaves commit to the same logs. Per boundary and step it reports corrections,
 // illegitimate entries and near misses.
+//
+// Data parallelism: with RunnerOptions::group, the runner is one rank of a group of
+// processes that compute a sharded spec's shards together (train/engine.h ShardPlan). Rank 0
+// holds the store: it opens or resumes the run and sends its state to the others, gathers
+// every rank's log records and report, commits steps and checkpoints once, and (auditing)
+// reads the trainer's records and sends each rank those of its shards. At every checkpoint
+// the ranks check that their states are equal. The committed run is the same whatever the
+// number of processes: a one-process auditor replays a four-process trainer's run.
 #pragma once
 
 #include <functional>
@@ -21,6 +29,7 @@
 #include <string>
 
 #include "runtime/data/dataset.h"
+#include "runtime/dist/group.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
@@ -48,6 +57,10 @@ struct RunnerOptions {
   // Calibration: every step report carries the FP64 input of every boundary call whose kind
   // is in this mask (bit 1 << nn::BoundaryKind; 0: none, 0xF: all).
   unsigned capture_kinds = 0;
+  // Data parallelism: the group this runner is one rank of (null: one process). Only rank 0
+  // has a store (and, auditing, the trainer's records); the spec's shards must be a multiple
+  // of the group's world size.
+  std::shared_ptr<dist::Group> group;
 };
 
 struct StepReport {
@@ -122,6 +135,11 @@ class Runner {
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
   std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
+  // Data parallelism, from the constructors: rank 0 runs `open` (OpenOrResume, or loading a
+  // start checkpoint); then every rank checks the spec and takes rank 0's step and state.
+  // Without a group, just `open`.
+  void OpenAcrossRanks(const std::function<void()>& open);
+  bool root_rank() const { return !options_.group || options_.group->rank() == 0; }
   // The model and optimizer state, by name (what a checkpoint holds).
   std::vector<std::pair<std::string, at::Tensor*>> State();
 
@@ -135,6 +153,10 @@ class Runner {
 
  private:
   void Checkpoint(uint64_t leaf);
+  // Data parallelism: merges the other ranks' parts of the step report into rank 0's.
+  void GatherReports(const nn::StepContext& context, StepReport* report);
+  // Data parallelism: throws on every rank unless all ranks hold the same state.
+  void CheckRanksAgree(int64_t step);
   bool names_checked_ = false;  // the spec's per-boundary windows checked against a step's boundaries
   std::string broken_;          // why this runner refuses to go on ("" while it can)
 };
@@ -173,6 +195,9 @@ class Auditor : public Runner {
                                                                 std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
 
  private:
+  // Decodes a step's records into `log` (and the trace); returns them encoded, to commit.
+  std::vector<std::pair<nn::RecordKey, std::string>> DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
+                                                                          nn::StepLog* log);
   RecordSource records_;
 };
 

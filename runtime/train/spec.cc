@@ -108,7 +108,7 @@ class Reader {
 };
 
 void CheckKeys(const std::map<std::string, std::string>& fields) {
-  const std::set<std::string> top = {"version", "seed", "batch", "steps", "checkpoint_every"};
+  const std::set<std::string> top = {"version", "seed", "batch", "steps", "checkpoint_every", "shards"};
   auto type = fields.find("model.type");
   if (type == fields.end()) throw Error("spec: missing field 'model.type'");
   const auto& model_keys = ModelKeys(type->second);
@@ -133,7 +133,7 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
     if (!ok) {
       std::string valid;
       for (const auto& m : model_keys) valid += "model." + m + ", ";
-      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, model.type, model.init, " +
+      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, shards, model.type, model.init, " +
                   valid + "data.*, optim.*, round.bits, round.<fwd|bwd|grad|update>.<band|alpha>, round.boundary.<name>.<band|alpha>)");
     }
   }
@@ -209,6 +209,15 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_mode
   spec.steps();
   spec.seed();
   spec.checkpoint_every();
+  if (r.Has("shards")) {
+    // Absent means 1, so "shards=1" would be a second spelling of the same run.
+    if (r.Str("shards") == "1") throw Error("spec: shards=1 is written by leaving shards out (one spelling per run)");
+    const int64_t k = r.Int("shards", 2, 4096);
+    if (spec.batch() % k != 0) {
+      throw Error("spec: batch " + std::to_string(spec.batch()) + " does not split into shards=" + std::to_string(k) +
+                  " equal parts (batch must be a multiple of shards)");
+    }
+  }
   CheckDataFields(r);
   spec.Optimizer().Validate();
   spec.Windows().Validate();
@@ -246,13 +255,15 @@ Spec Spec::Parse(std::string_view canonical, double max_model_values) {
 
 std::map<std::string, std::string> Spec::Fields(const nn::Model& model, const data::Dataset& data,
                                                 const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
-                                                int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every) {
+                                                int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every,
+                                                int64_t shards) {
   std::map<std::string, std::string> f;
   f["version"] = kSpecVersion;
   f["seed"] = std::to_string(seed);
   f["batch"] = std::to_string(batch);
   f["steps"] = std::to_string(steps);
   f["checkpoint_every"] = std::to_string(checkpoint_every);
+  if (shards != 1) f["shards"] = std::to_string(shards);
   f["model.type"] = model.type();
   for (const auto& [k, v] : model.config()) f["model." + k] = v;
   const std::string name = data.name();
@@ -285,6 +296,10 @@ std::string Spec::HashHex() const { return store::ToHex(Hash()); }
 int64_t Spec::batch() const { return Reader(fields_).Int("batch", 1, int64_t{1} << 24); }
 int64_t Spec::steps() const { return Reader(fields_).Int("steps", 0, int64_t{1} << 40); }
 uint64_t Spec::seed() const { return static_cast<uint64_t>(Reader(fields_).Int("seed", 0, INT64_MAX)); }
+int64_t Spec::shards() const {
+  Reader r(fields_);
+  return r.Has("shards") ? r.Int("shards", 2, 4096) : 1;
+}
 int64_t Spec::checkpoint_every() const { return Reader(fields_).Int("checkpoint_every", 1, int64_t{1} << 40); }
 
 std::shared_ptr<nn::Model> Spec::BuildModel() const {

@@ -10,7 +10,8 @@
 //   ...
 //
 // Known keys (anything else is an error naming the key and the valid ones):
-//   version, seed, batch, steps, checkpoint_every,
+//   version, seed, batch, steps, checkpoint_every, shards (data-parallel shards of each batch,
+//   train/engine.h ShardPlan; absent means 1, and 1 is never written),
 //   model.type (mlp|resnet|gpt2) and that model's fields (model.layers, ...),
 //   model.init (optional: hex SHA-256 of the initial weights' canonical encoding, when they
 //   come from a safetensors file instead of the seed),
@@ -54,7 +55,8 @@ class Spec {
   // Builds the fields of a spec from its parts.
   static std::map<std::string, std::string> Fields(const nn::Model& model, const data::Dataset& data,
                                                    const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
-                                                   int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every);
+                                                   int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every,
+                                                   int64_t shards = 1);
 
   const std::map<std::string, std::string>& fields() const { return fields_; }
   std::string Canonical() const;
@@ -65,6 +67,7 @@ class Spec {
   int64_t steps() const;
   uint64_t seed() const;
   int64_t checkpoint_every() const;
+  int64_t shards() const;  // 1 unless the spec has shards
 
   // A fresh model initialised from the spec's seed (see InitDigest for imported weights).
   std::shared_ptr<nn::Model> BuildModel() const;

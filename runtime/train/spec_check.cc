@@ -126,8 +126,18 @@ std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
 
 std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen) {
   std::string out;
+  // A sharded step names its boundaries "s<k>/name"; a process sees only its own shards, so
+  // overrides are matched on plain names (every process sees every plain name).
+  std::set<std::string> plain_seen;
+  for (const auto& [name, stats] : seen) {
+    std::string plain;
+    nn::ShardOf(name, &plain);
+    plain_seen.insert(plain);
+  }
   for (const auto& [name, window] : windows.by_boundary) {
-    if (seen.count(name)) continue;
+    std::string plain;
+    nn::ShardOf(name, &plain);
+    if (seen.count(name) || plain_seen.count(plain)) continue;
     std::vector<std::pair<size_t, std::string>> near;
     for (const auto& [candidate, stats] : seen) near.emplace_back(EditDistance(name, candidate), candidate);
     std::sort(near.begin(), near.end());

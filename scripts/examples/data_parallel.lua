@@ -1,0 +1,71 @@
+-- Data-parallel training with vtrun: every rank computes its shards of each batch, c10d/Gloo
+-- sums the gradients, and the sum passes a rounding boundary with logging, so the run has one
+-- Merkle root however many processes computed it. Then the run is audited in another shape.
+--
+--   build/vtrun --nproc 2 scripts/examples/data_parallel.lua [model=mlp|gpt] [steps=100] [shards=4]
+--                  [profiles=native,splitk4,blocked] [dir=] [role=all|train|audit]
+--   build/vtrun [--profile P] scripts/examples/data_parallel.lua role=audit dir=D [profile=blocked|P]
+--
+-- role=all (default) trains with the group (rank r on profiles[r+1], cycling) into dir/trainer,
+-- then audits with the same group on shifted profiles (rank r on profiles[r+2]) into
+-- dir/auditor-w<world>; rank 0 prints both roots and fails unless they are equal. role=audit
+-- replays dir/trainer alone (or with any group whose size divides shards) into
+-- dir/audit-w<world>-<profile> and compares roots. Across hosts, start one `vtrun --world N
+-- --rank R --rendezvous tcp://HOST0:PORT` per host instead of --nproc (README, "Data
+-- parallelism"); dir must then be a path every host has (only rank 0 writes there).
+local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "../experiments/lib.lua")
+local a = vt.args({model = "mlp", steps = 100, shards = 4, profiles = {"native", "splitk4", "blocked"},
+                   profile = "blocked", dir = "", role = "all", checkpoint_every = 10}, arg)
+local world, rank = vt.dist.world(), vt.dist.rank()
+if a.role ~= "all" and a.role ~= "train" and a.role ~= "audit" then
+  error("data_parallel: role must be all, train or audit, got '" .. a.role .. "'", 0)
+end
+if a.role == "audit" and a.dir == "" then error("data_parallel: role=audit needs dir= (the trainer's directory)", 0) end
+
+local function say(...)
+  if rank == 0 then print(string.format(...)) end
+end
+
+-- Rank 0 picks the directory when none is given; every rank learns it.
+local dir = a.dir
+if dir == "" then dir = vt.dist.broadcast(rank == 0 and vt.fs.tmpdir("data-parallel") or nil) end
+if rank == 0 then vt.fs.mkdir(dir) end
+
+local s = lib.setup(a.model)
+local spec = lib.spec(s, a.steps, {bits = 32, band = 1 / 16}, {shards = a.shards, checkpoint_every = a.checkpoint_every})
+local function on(list, i) return list[(i % #list) + 1] end
+local function store(name) return rank == 0 and vt.store.open(dir .. "/" .. name) or nil end
+
+say("%s, %d shards of %d examples, %d steps, on %d process%s; spec %s", a.model, a.shards, s.batch / a.shards,
+    a.steps, world, world == 1 and "" or "es", spec:hash():sub(1, 16))
+
+local trainer_root
+if a.role ~= "audit" then
+  local profile = on(a.profiles, rank)
+  local trainer = vt.trainer{spec = spec, data = s.data, store = store("trainer"), profile = profile}
+  local sent0 = vt.dist.bytes_sent()
+  local t = trainer:run()
+  trainer_root = t.root
+  say("trainer (ranks on %s): %d steps in %.1f s (%.3f s/step), loss %.4f, %.3f%% of %d values logged, %.1f KB of logs/step, rank 0 sent %.1f KB/step",
+      table.concat(a.profiles, ","), t.steps_run, t.seconds, t.seconds / math.max(t.steps_run, 1), t.loss,
+      100 * t.logged / math.max(t.elements, 1), t.elements, t.log_bytes / 1e3 / math.max(t.steps_run, 1),
+      (vt.dist.bytes_sent() - sent0) / 1e3 / math.max(t.steps_run, 1))
+  say("trainer root: %s", t.root)
+end
+
+local logs = rank == 0 and vt.store.open(dir .. "/trainer", {read_only = true}) or nil
+if trainer_root == nil and rank == 0 then trainer_root = logs:run("run"):root() end
+local profile = a.role == "audit" and world == 1 and a.profile or on(a.profiles, rank + 1)
+local name = a.role == "audit" and string.format("audit-w%d-%s", world, profile) or string.format("auditor-w%d", world)
+local auditor = vt.auditor{spec = spec, data = s.data, logs = logs, store = store(name), profile = profile}
+local r = auditor:run()
+say("auditor (%d process%s, rank 0 on %s): %d corrections, %d illegitimate entries, %d log mismatches, %d steerable",
+    world, world == 1 and "" or "es", profile, r.corrections, r.illegitimate, r.log_mismatches or 0, r.steerable)
+say("auditor root: %s", r.root)
+if rank == 0 then
+  if r.root ~= trainer_root then
+    print("ROOTS DIFFER")
+    os.exit(1)
+  end
+  print("roots equal")
+end
