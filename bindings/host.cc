@@ -246,8 +246,10 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
   }
   if (cl->in_group) {
     try {
+      if (cl->group.world > 1 && cl->group.rendezvous.empty()) {
+        throw Error("--world " + std::to_string(cl->group.world) + " needs --rendezvous tcp://HOST:PORT or file:///PATH");
+      }
       dist::Validate(cl->group);
-      if (cl->group.world > 1 && cl->group.rendezvous.empty()) throw Error("--world " + std::to_string(cl->group.world) + " needs --rendezvous");
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
       return false;

@@ -8,7 +8,8 @@
 --
 -- role=all (default) trains with the group (rank r on profiles[r+1], cycling) into dir/trainer,
 -- then audits with the same group on shifted profiles (rank r on profiles[r+2]) into
--- dir/auditor-w<world>; rank 0 prints both roots and fails unless they are equal. role=audit
+-- dir/auditor-w<world>; rank 0 prints both roots and fails unless they are equal. role=train
+-- only trains (run it again after a crash: it resumes from the last checkpoint). role=audit
 -- replays dir/trainer alone (or with any group whose size divides shards) into
 -- dir/audit-w<world>-<profile> and compares roots. Across hosts, start one `vtrun --world N
 -- --rank R --rendezvous tcp://HOST0:PORT` per host instead of --nproc (README, "Data
@@ -52,6 +53,8 @@ if a.role ~= "audit" then
       (vt.dist.bytes_sent() - sent0) / 1e3 / math.max(t.steps_run, 1))
   say("trainer root: %s", t.root)
 end
+
+if a.role == "train" then return end
 
 local logs = rank == 0 and vt.store.open(dir .. "/trainer", {read_only = true}) or nil
 if trainer_root == nil and rank == 0 then trainer_root = logs:run("run"):root() end

@@ -1,0 +1,152 @@
+-- Data parallelism (issue 16): runs of sharded specs trained by groups of processes on c10d
+-- with Gloo (vtrun --nproc N, a FileStore rendezvous on this host) and audited in other shapes:
+-- the same group on other profiles, one process, more processes; a rank killed with SIGKILL
+-- mid-run and the run resumed; and the errors a user can cause.
+local T = require "vt.test"
+local suite = T.suite("data_parallel")
+
+local vtrun = vt.executable()
+local script = "../../scripts/examples/data_parallel.lua"
+local tmp = vt.fs.tmpdir("data-parallel-test")
+
+-- Runs a shell command line; returns its exit status and output (stdout and stderr).
+local function sh(cmd)
+  local f = io.popen(cmd .. " 2>&1; echo \"exit=$?\"")
+  local out = f:read("*a")
+  f:close()
+  local status = tonumber(out:match("exit=(%d+)%s*$"))
+  return status, out
+end
+
+local function dp(prefix, args)
+  return sh(string.format("%s %s %s %s", vtrun, prefix, script, args))
+end
+
+local function root_of(out, who)
+  return out:match(who .. " root: (%x+)")
+end
+
+local function leaves(dir)
+  local s = vt.store.open(dir .. "/trainer", {read_only = true})
+  local n = s:run("run"):size()
+  s:close()
+  return n
+end
+
+suite:test("two ranks train an MLP; the same group on other profiles, one process and four processes replay it to the root", function()
+  local dir = tmp .. "/mlp"
+  local status, out = dp("--nproc 2", "model=mlp steps=12 checkpoint_every=4 dir=" .. dir)
+  T.assert_eq(status, 0, out)
+  local root = root_of(out, "trainer")
+  T.assert_true(root ~= nil, out)
+  T.assert_eq(root_of(out, "auditor"), root)
+  T.assert_true(out:find("0 illegitimate entries, 0 log mismatches", 1, true) ~= nil, out)
+  T.assert_true(out:find("on 2 processes", 1, true) ~= nil, out)
+  for _, shape in ipairs{{"", "profile=splitk4"}, {"--nproc 4", ""}} do
+    status, out = dp(shape[1], "role=audit model=mlp steps=12 checkpoint_every=4 dir=" .. dir .. " " .. shape[2])
+    T.assert_eq(status, 0, out)
+    T.assert_eq(root_of(out, "auditor"), root, out)
+  end
+end)
+
+suite:test("a GPT trained by two ranks is replayed by one process", function()
+  local dir = tmp .. "/gpt"
+  local status, out = dp("--nproc 2", "model=gpt steps=3 shards=2 checkpoint_every=2 role=train dir=" .. dir)
+  T.assert_eq(status, 0, out)
+  local root = root_of(out, "trainer")
+  status, out = dp("", "role=audit model=gpt steps=3 shards=2 checkpoint_every=2 dir=" .. dir)
+  T.assert_eq(status, 0, out)
+  T.assert_eq(root_of(out, "auditor"), root, out)
+end)
+
+suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, and the run resumes to the uninterrupted root", function()
+  local args = "model=mlp steps=300 checkpoint_every=10 role=train dir="
+  local status, out = dp("--nproc 2", args .. tmp .. "/whole")
+  T.assert_eq(status, 0, out)
+  local whole = root_of(out, "trainer")
+  local dir = tmp .. "/killed"
+  local log = tmp .. "/killed.log"
+  -- Start the group in the background; kill rank 1 once some checkpoints are stored.
+  local _, pid = sh(string.format("%s --nproc 2 %s %s%s > %s 2>&1 & echo $!", vtrun, script, args, dir, log))
+  pid = tonumber(pid:match("(%d+)"))
+  local deadline = vt.clock() + 60
+  local stored = 0
+  while vt.clock() < deadline do
+    if vt.fs.exists(dir .. "/trainer") then
+      local ok, n = pcall(leaves, dir)
+      stored = ok and n or 0
+      if stored >= 3 then break end
+    end
+    os.execute("sleep 0.05")
+  end
+  T.assert_true(stored >= 3, "the group stored " .. stored .. " leaves in 60 s")
+  local _, killed = sh(string.format("pkill -9 -P %d -f -- '--rank 1 ' && echo killed", pid))
+  T.assert_true(killed:find("killed", 1, true) ~= nil, killed)
+  -- The launcher exits once it has stopped rank 0.
+  deadline = vt.clock() + 60
+  while vt.clock() < deadline and sh("kill -0 " .. pid) == 0 do os.execute("sleep 0.05") end
+  local f = io.open(log)
+  local text = f:read("*a")
+  f:close()
+  T.assert_true(text:find("rank 1 of 2 was killed by signal 9", 1, true) ~= nil, text)
+  local partial = leaves(dir)
+  T.assert_true(partial < 31, "the kill came after the run ended (" .. partial .. " leaves)")
+  status, out = dp("--nproc 2", args .. dir)
+  T.assert_eq(status, 0, out)
+  T.assert_eq(root_of(out, "trainer"), whole, out)
+end)
+
+suite:test("errors a user can cause name what is wrong", function()
+  local status, out = sh(vtrun .. " --world 2 --rank 0 -e 'print(1)'")
+  T.assert_eq(status, 1)
+  T.assert_true(out:find("--world 2 needs --rendezvous", 1, true) ~= nil, out)
+  status, out = sh(vtrun .. " --world 2 --rank 2 --rendezvous file:///tmp/x -e 'print(1)'")
+  T.assert_true(out:find("rank must be in [0, 1]", 1, true) ~= nil, out)
+  status, out = sh(vtrun .. " --world 2 --rank 0 --rendezvous http://x:1 -e 'print(1)'")
+  T.assert_true(out:find("tcp://HOST:PORT or file:///ABSOLUTE/PATH", 1, true) ~= nil, out)
+  status, out = sh(vtrun .. " --nproc 0 -e 'print(1)'")
+  T.assert_true(out:find("'--nproc' must be a number in [1, 256]", 1, true) ~= nil, out)
+  status, out = sh(vtrun .. " --nproc 2 --rank 1 -e 'print(1)'")
+  T.assert_true(out:find("--nproc starts the ranks itself", 1, true) ~= nil, out)
+  -- Shards that do not split over the world size, and a batch that does not split into shards.
+  status, out = dp("--nproc 2", "model=mlp steps=2 shards=3 role=train dir=" .. tmp .. "/bad")
+  T.assert_eq(status, 1)
+  T.assert_true(out:find("does not split into shards=3", 1, true) ~= nil, out)
+  status, out = dp("--nproc 4", "model=gpt steps=2 shards=2 role=train dir=" .. tmp .. "/bad2")
+  T.assert_eq(status, 1)
+  T.assert_true(out:find("shards do not split over 4 processes", 1, true) ~= nil, out)
+  -- A rank that runs another spec than rank 0.
+  status, out = sh(string.format("%s --nproc 2 -e 'local lib = dofile(\"../../scripts/experiments/lib.lua\"); " ..
+                                 "local s = lib.setup(\"mlp\"); local spec = lib.spec(s, 2 + vt.dist.rank(), nil, {shards = 2}); " ..
+                                 "vt.trainer{spec = spec, data = s.data, store = vt.dist.rank() == 0 and vt.store.open(\"%s\") or nil}'",
+                                 vtrun, tmp .. "/mixed"))
+  T.assert_eq(status, 1)
+  T.assert_true(out:find("every rank of a group must run the same spec", 1, true) ~= nil, out)
+  -- Rank 1 with a store of its own.
+  status, out = sh(string.format("%s --nproc 2 -e 'local lib = dofile(\"../../scripts/experiments/lib.lua\"); " ..
+                                 "local s = lib.setup(\"mlp\"); local spec = lib.spec(s, 2, nil, {shards = 2}); " ..
+                                 "vt.trainer{spec = spec, data = s.data, store = vt.store.open(\"%s/r\" .. vt.dist.rank())}'",
+                                 vtrun, tmp))
+  T.assert_eq(status, 1)
+  T.assert_true(out:find("the runner keeps no store: rank 0 commits the run", 1, true) ~= nil, out)
+end)
+
+suite:test("a spec spells shards one way", function()
+  local s = dofile("../../scripts/experiments/lib.lua").setup("mlp")
+  T.assert_error(function() vt.spec{model = s.model, data = s.data, steps = 1, batch = 64, shards = 5} end,
+                 "does not split into shards=5", true)
+  local one = vt.spec{model = s.model, data = s.data, steps = 1, batch = 64, shards = 1}
+  local none = vt.spec{model = s.model, data = s.data, steps = 1, batch = 64}
+  T.assert_eq(one:hash(), none:hash())
+  T.assert_true(vt.spec{model = s.model, data = s.data, steps = 1, batch = 64, shards = 2}:hash() ~= none:hash())
+  local fields, keys = none:fields(), {}
+  fields.shards = "1"
+  for k in pairs(fields) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local lines = {}
+  for _, k in ipairs(keys) do lines[#lines + 1] = k .. "=" .. fields[k] .. "\n" end
+  T.assert_error(function() vt.spec.parse(table.concat(lines)) end, "shards=1 is written by leaving shards out", true)
+end)
+
+T.run()
+vt.fs.remove(tmp)
