@@ -47,6 +47,27 @@ int Broadcast(lua_State* L) {
   });
 }
 
+// vt.dist.gather(s) -> on rank 0, every rank's string by rank ({[1] = rank 0's, ...}); nil
+// on the others.
+int Gather(lua_State* L) {
+  size_t n = 0;
+  const char* s = luaL_checklstring(L, 1, &n);
+  std::string mine(s, n);
+  return Protect(L, "vt.dist.gather", [&] {
+    std::vector<std::string> all = DefaultGroup() ? DefaultGroup()->GatherBytes(mine, 0) : std::vector<std::string>{mine};
+    if (all.empty()) {
+      lua_pushnil(L);
+      return 1;
+    }
+    lua_createtable(L, static_cast<int>(all.size()), 0);
+    for (size_t i = 0; i < all.size(); ++i) {
+      lua_pushlstring(L, all[i].data(), all[i].size());
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    return 1;
+  });
+}
+
 // vt.dist.bytes_sent() -> bytes this rank has sent to the others so far (runtime/dist/group.h).
 int BytesSent(lua_State* L) {
   lua_pushnumber(L, DefaultGroup() ? static_cast<double>(DefaultGroup()->bytes_sent()) : 0.0);
@@ -58,7 +79,8 @@ int BytesSent(lua_State* L) {
 void OpenDist(lua_State* L) {
   const luaL_Reg funcs[] = {
       {"world", World},         {"rank", Rank},          {"barrier", Barrier},
-      {"broadcast", Broadcast}, {"bytes_sent", BytesSent}, {nullptr, nullptr},
+      {"broadcast", Broadcast}, {"gather", Gather},    {"bytes_sent", BytesSent},
+      {nullptr, nullptr},
   };
   lua_newtable(L);
   SetFuncs(L, funcs);

@@ -47,10 +47,14 @@ if a.role ~= "audit" then
   local sent0 = vt.dist.bytes_sent()
   local t = trainer:run()
   trainer_root = t.root
-  say("trainer (ranks on %s): %d steps in %.1f s (%.3f s/step), loss %.4f, %.3f%% of %d values logged, %.1f KB of logs/step, rank 0 sent %.1f KB/step",
-      table.concat(a.profiles, ","), t.steps_run, t.seconds, t.seconds / math.max(t.steps_run, 1), t.loss,
-      100 * t.logged / math.max(t.elements, 1), t.elements, t.log_bytes / 1e3 / math.max(t.steps_run, 1),
-      (vt.dist.bytes_sent() - sent0) / 1e3 / math.max(t.steps_run, 1))
+  -- Bytes every rank put on the wire (gradient all-reduce, records to rank 0, buffers).
+  local sent = vt.dist.gather(tostring(vt.dist.bytes_sent() - sent0))
+  local total = 0
+  for _, b in ipairs(sent or {}) do total = total + tonumber(b) end
+  local n = math.max(t.steps_run, 1)
+  say("trainer (ranks on %s): %d steps in %.1f s (%.4f s/step), loss %.4f, %.3f%% of %d values logged, %.1f KB of logs/step, ranks sent %.1f KB/step",
+      table.concat(a.profiles, ","), t.steps_run, t.seconds, t.seconds / n, t.loss, 100 * t.logged / math.max(t.elements, 1),
+      t.elements, t.log_bytes / 1e3 / n, total / 1e3 / n)
   say("trainer root: %s", t.root)
 end
 
