@@ -85,11 +85,12 @@ StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batc
     at::Tensor loss = model.Loss(model.Forward(inputs), b.targets.narrow(0, s * per, per));
     losses[s].fill_(CheckedLoss(loss, step, s));
     loss.backward();
+    // The shard gradients are summed unrounded, in shard order (this process's own order of
+    // the sum), as the examples of one batch are summed inside the backward pass: the sum is
+    // rounded once, at ":grad", and that boundary absorbs every order of it.
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor& grad = params[i].second->mutable_grad();
       if (!grad.defined()) continue;
-      context.ApplyInPlace(params[i].first + ":grad.shard", &grad);
-      // In shard order: this process's own order of the sum.
       sums[i] = sums[i].defined() ? sums[i].add_(grad) : grad;
     }
     if (s == 0) {

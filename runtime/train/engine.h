@@ -24,9 +24,9 @@ struct StepResult {
 
 // Data parallelism (docs/ROUNDING.md, "Sharded steps"): a spec with `shards` k > 1 splits
 // every batch into k equal, contiguous shards. Each shard's forward and backward pass runs
-// with its boundaries named "s<i>/..." (StepContext::set_shard), its parameter gradients
-// rounded at "<param>:grad.shard"; the gradient the optimizer sees is the FP64 sum of the k
-// shard gradients divided by k, rounded at "<param>:grad". Batch-norm running statistics
+// with its boundaries named "s<i>/..." (StepContext::set_shard); the gradient the optimizer
+// sees is the FP64 sum of the k shard gradients divided by k, rounded at "<param>:grad" (the
+// shards' sum is part of the batch's sum, as in one process). Batch-norm running statistics
 // are shard 0's (PyTorch DDP broadcasts rank 0's buffers). The sum is the one
 // order-dependent step the shards add, and its boundary absorbs it: a run of k shards has
 // one result whether one process computes all shards in turn or `group` spreads them over

@@ -3,7 +3,7 @@
 -- Merkle root however many processes computed it. Then the run is audited in another shape.
 --
 --   build/vtrun --nproc 2 scripts/examples/data_parallel.lua [model=mlp|gpt] [steps=100] [shards=4]
---                  [profiles=native,splitk4,blocked] [dir=] [role=all|train|audit]
+--                  [profiles=native,splitk4,blocked] [dir=] [role=all|train|audit] [deviate=KIND from_step=S]
 --   build/vtrun [--profile P] scripts/examples/data_parallel.lua role=audit dir=D [profile=blocked|P]
 --
 -- role=all (default) trains with the group (rank r on profiles[r+1], cycling) into dir/trainer,
@@ -16,7 +16,7 @@
 -- parallelism"); dir must then be a path every host has (only rank 0 writes there).
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "../experiments/lib.lua")
 local a = vt.args({model = "mlp", steps = 100, shards = 4, profiles = {"native", "splitk4", "blocked"},
-                   profile = "blocked", dir = "", role = "all", checkpoint_every = 10}, arg)
+                   profile = "blocked", dir = "", role = "all", checkpoint_every = 10, deviate = "", from_step = 1}, arg)
 local world, rank = vt.dist.world(), vt.dist.rank()
 if a.role ~= "all" and a.role ~= "train" and a.role ~= "audit" then
   error("data_parallel: role must be all, train or audit, got '" .. a.role .. "'", 0)
@@ -43,7 +43,9 @@ say("%s, %d shards of %d examples, %d steps, on %d process%s; spec %s", a.model,
 local trainer_root
 if a.role ~= "audit" then
   local profile = on(a.profiles, rank)
-  local trainer = vt.trainer{spec = spec, data = s.data, store = store("trainer"), profile = profile}
+  -- deviate=KIND: a dishonest trainer (the game's scenarios, docs/api/game.md) from from_step on.
+  local deviate = a.deviate ~= "" and {kind = a.deviate, from_step = a.from_step} or nil
+  local trainer = vt.trainer{spec = spec, data = s.data, store = store("trainer"), profile = profile, deviate = deviate}
   local sent0 = vt.dist.bytes_sent()
   local t = trainer:run()
   trainer_root = t.root

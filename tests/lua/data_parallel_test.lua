@@ -96,6 +96,42 @@ suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, a
   T.assert_eq(root_of(out, "trainer"), whole, out)
 end)
 
+suite:test("forged entries in every shard are counted by a group auditor as by one process", function()
+  local dir = tmp .. "/forged"
+  local args = "model=mlp steps=4 checkpoint_every=2 deviate=forge_exact from_step=2 dir=" .. dir
+  local _, out = dp("--nproc 2", args)
+  local group = tonumber(out:match("(%d+) illegitimate entries"))
+  T.assert_true(group ~= nil and group > 0, out)
+  -- Rank 1's shards are forged too, and only rank 1 replays them: its count must reach rank 0.
+  local _, solo = dp("", "role=audit " .. args)
+  T.assert_eq(tonumber(solo:match("(%d+) illegitimate entries")), group, solo)
+  -- Control: the honest run of the same spec has none.
+  local _, honest = dp("--nproc 2", "model=mlp steps=4 checkpoint_every=2 dir=" .. tmp .. "/honest")
+  T.assert_eq(tonumber(honest:match("(%d+) illegitimate entries")), 0, honest)
+end)
+
+suite:test("the verification game decides on runs of sharded specs", function()
+  local dir = tmp .. "/game"
+  local lib = dofile("../../scripts/experiments/lib.lua")
+  local s = lib.setup("mlp")
+  for _, case in ipairs{{"honest", nil, "accepted"}, {"poisoned", "labels", "trainer_at_fault"}} do
+    local sub = dir .. "/" .. case[1]
+    local args = "model=mlp steps=10 checkpoint_every=2 role=train dir=" .. sub .. (case[2] and (" deviate=" .. case[2] .. " from_step=6") or "")
+    local status, out = dp("--nproc 2", args)
+    T.assert_eq(status, 0, out)
+    local net = vt.game.network{game = case[1]}
+    net:add(vt.game.trainer{store = vt.store.open(sub .. "/trainer"), run = "run"})
+    net:add(vt.game.auditor{store = vt.store.open(sub .. "/auditor"), data = s.data, profile = "splitk4"})
+    net:add(vt.game.judge{store = vt.store.open(sub .. "/judge"), data = s.data, profile = "blocked"})
+    local verdict = vt.game.play{network = net, client = vt.game.client{store = vt.store.open(sub .. "/client")}}
+    local summary = vt.game.summary(verdict, net)
+    T.assert_eq(verdict.outcome, case[3], summary)
+    if case[2] then
+      T.assert_true(verdict.interval.first_step <= 6 and 6 <= verdict.interval.last_step, summary)
+    end
+  end
+end)
+
 suite:test("errors a user can cause name what is wrong", function()
   local status, out = sh(vtrun .. " --world 2 --rank 0 -e 'print(1)'")
   T.assert_eq(status, 1)
