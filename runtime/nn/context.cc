@@ -46,7 +46,7 @@ int64_t ShardOf(const std::string& boundary, std::string* plain) {
   // "s" digits "/" rest; boundary names of models never start that way (module paths).
   size_t i = 1;
   while (i < boundary.size() && boundary[i] >= '0' && boundary[i] <= '9') ++i;
-  if (boundary.size() < 3 || boundary[0] != 's' || i == 1 || i > 10 || i >= boundary.size() || boundary[i] != '/') {
+  if (boundary.size() < 4 || boundary[0] != 's' || i == 1 || i > 10 || i + 1 >= boundary.size() || boundary[i] != '/') {
     if (plain != nullptr) *plain = boundary;
     return -1;
   }
