@@ -49,14 +49,17 @@ suite:test("two ranks train an MLP; the same group on other profiles, one proces
   end
 end)
 
-suite:test("a GPT trained by two ranks is replayed by one process", function()
-  local dir = tmp .. "/gpt"
-  local status, out = dp("--nproc 2", "model=gpt steps=3 shards=2 checkpoint_every=2 role=train dir=" .. dir)
-  T.assert_eq(status, 0, out)
-  local root = root_of(out, "trainer")
-  status, out = dp("", "role=audit model=gpt steps=3 shards=2 checkpoint_every=2 dir=" .. dir)
-  T.assert_eq(status, 0, out)
-  T.assert_eq(root_of(out, "auditor"), root, out)
+suite:test("a GPT and a ResNet (batch norm: shard 0's running statistics) trained by two ranks are replayed by one process", function()
+  for _, model in ipairs{"gpt", "resnet"} do
+    local dir = tmp .. "/" .. model
+    local args = "model=" .. model .. " steps=3 shards=2 checkpoint_every=2 dir=" .. dir
+    local status, out = dp("--nproc 2", "role=train " .. args)
+    T.assert_eq(status, 0, out)
+    local root = root_of(out, "trainer")
+    status, out = dp("", "role=audit " .. args)
+    T.assert_eq(status, 0, out)
+    T.assert_eq(root_of(out, "auditor"), root, out)
+  end
 end)
 
 suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, and the run resumes to the uninterrupted root", function()

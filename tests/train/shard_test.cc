@@ -102,3 +102,18 @@ TEST_CASE("group options are checked before anything connects", "[shard]") {
   o.world = 1;
   CHECK_THROWS_WITH(vt::dist::Group::Connect(o), Catch::Contains("needs no rendezvous"));
 }
+
+// Control for the ":grad" boundary of sharded steps: the orders in which one process (shard
+// order) and a ring all-reduce (partial sums of each rank, then across ranks) add four shard
+// gradients give other FP64 bits, so without the logged rounding of the sum the ranks of
+// two layouts would hold different gradients (and, once a value straddles an FP32 midpoint,
+// different weights: E2 shows that drift for summation orders inside one GEMM).
+TEST_CASE("shard gradient sums depend on the order of the additions", "[shard]") {
+  at::manual_seed(7);
+  std::vector<at::Tensor> g;
+  for (int i = 0; i < 4; ++i) g.push_back(at::randn({100000}, at::kDouble) * std::pow(10.0, i - 2));
+  const at::Tensor in_order = ((g[0] + g[1]) + g[2]) + g[3];   // one process, shard order
+  const at::Tensor two_ranks = (g[0] + g[1]) + (g[2] + g[3]);  // two ranks' partial sums
+  const double differ = in_order.ne(two_ranks).to(at::kDouble).mean().item<double>();
+  CHECK(differ > 0.05);
+}
