@@ -99,6 +99,19 @@ suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, a
   T.assert_eq(root_of(out, "trainer"), whole, out)
 end)
 
+suite:test("ranks started one by one meet at a TCP rendezvous (as on several hosts)", function()
+  local dir = tmp .. "/tcp"
+  math.randomseed(os.time() + vt.clock())
+  local port = 20000 + math.random(0, 30000)
+  local args = string.format("--world 2 --rank %%d --rendezvous tcp://127.0.0.1:%d --timeout 60", port)
+  local log = tmp .. "/tcp-rank1.log"
+  os.execute(string.format("%s %s %s steps=4 checkpoint_every=2 dir=%s > %s 2>&1 &", vtrun, string.format(args, 1), script,
+                           dir, log))
+  local status, out = dp(string.format(args, 0), "steps=4 checkpoint_every=2 dir=" .. dir)
+  T.assert_eq(status, 0, out)
+  T.assert_true(out:find("on 2 processes", 1, true) ~= nil and out:find("roots equal", 1, true) ~= nil, out)
+end)
+
 suite:test("forged entries in every shard are counted by a group auditor as by one process", function()
   local dir = tmp .. "/forged"
   local args = "model=mlp steps=4 checkpoint_every=2 deviate=forge_exact from_step=2 dir=" .. dir
