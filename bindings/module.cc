@@ -72,6 +72,7 @@ int OpenVtCore(lua_State* L) {
   OpenProfiles(L);
   OpenData(L);
   OpenTrain(L);
+  OpenRunner(L);
   OpenSafetensors(L);
   OpenJson(L);
   OpenCompress(L);

@@ -1,6 +1,6 @@
-// Internals shared by store.cc and verify.cc (not part of the store's API): the open
-// database handles, a writer's cached run state, the Merkle node source backed by the
-// `merkle` family, and a streaming step-digest helper.
+// Internals shared by store.cc, store_read.cc, store_write.cc and verify*.cc (not part of the
+// store's API): the open database handles, a writer's cached run state, the Merkle node
+// source backed by the `merkle` family, and a streaming step-digest helper.
 #pragma once
 
 #include <rocksdb/cache.h>

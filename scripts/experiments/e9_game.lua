@@ -3,14 +3,14 @@
 -- logged (steerable) entries per step. A thin wrapper over scripts/protocols/all.lua that
 -- writes the table as JSON.
 --
---   vtrun scripts/experiments/e9_game.lua [out=] [setup=mnist] [steps=60] [k=5] [remote=1]
+--   vtrun scripts/experiments/e9_game.lua [out=] [setup=mnist] [steps=60] [k=5] [remote=true]
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
-local a = lib.args({out = "", setup = "mnist", steps = 60, k = 5, remote = 1}, arg)
+local a = lib.args({out = "", setup = "mnist", steps = 60, k = 5, remote = true}, arg)
 local out = lib.outdir("e9_game", a.out)
 print("machine: " .. lib.machine())
-local args = {"--setup", a.setup, "--steps", tostring(a.steps), "--k", tostring(a.k), "--json", out .. "/e9_game.json"}
-if a.remote == 1 then
-  for _, x in ipairs{"--remote", "--auditor", "nofma", "--judge", "refblas"} do args[#args + 1] = x end
+local args = {"setup=" .. a.setup, "steps=" .. a.steps, "k=" .. a.k, "json=" .. out .. "/e9_game.json"}
+if a.remote then
+  for _, x in ipairs{"remote=true", "auditor=nofma", "judge=refblas"} do args[#args + 1] = x end
 end
 local ok = require("protocols.scenarios").main(nil, args)
 os.exit(ok and 0 or 1)

@@ -1,7 +1,7 @@
 -- Scenario "flip_within": from step s, every unlogged value just outside the window (w < |x - mid| <= 1.5w) is rounded the other way and logged, at every boundary kind.
 -- Trains (unless cached), audits on another profile and plays the verification game; exits 0
--- if the verdict is the one PROTOCOL.md requires. Options: see scenarios.lua (e.g. --setup tiny,
--- --windows paper,tight,calibrated, --remote --auditor nofma --judge refblas).
+-- if the verdict is the one PROTOCOL.md requires. Options (key=value): see scenario_cli.lua (e.g.
+-- setup=tiny, windows=paper,tight,calibrated, remote=true auditor=nofma judge=refblas).
 --
 --   build/vtrun scripts/protocols/flip_within.lua [options]
 os.exit(require("protocols.scenarios").main({"flip_within"}, arg) and 0 or 1)

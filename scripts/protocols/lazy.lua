@@ -1,7 +1,7 @@
 -- Scenario "lazy": lazy trainer: skips the updates from step s.
 -- Trains (unless cached), audits on another profile and plays the verification game; exits 0
--- if the verdict is the one PROTOCOL.md requires. Options: see scenarios.lua (e.g. --setup tiny,
--- --remote --auditor nofma --judge refblas).
+-- if the verdict is the one PROTOCOL.md requires. Options (key=value): see scenario_cli.lua (e.g.
+-- setup=tiny, remote=true auditor=nofma judge=refblas).
 --
 --   build/vtrun scripts/protocols/lazy.lua [options]
 os.exit(require("protocols.scenarios").main({"lazy"}, arg) and 0 or 1)

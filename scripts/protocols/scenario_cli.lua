@@ -5,52 +5,48 @@ local scenarios = require "protocols.scenarios"
 
 local M = {}
 
--- Command line of the scenario scripts: parses arg into context options.
---   --setup mnist|tiny  --window W  --windows W1,W2,...|all  --steps N  --k N  --from S
---   --seed N  --dir PATH  --trainer P  --auditor P  --judge P (profiles)  --remote  --json PATH
--- Windows: paper, tight, calibrated.
+-- Command line of the scenario scripts, key=value through vt.args: parses arg into context
+-- options. Keys: setup=mnist|tiny, window=W, windows=W1,W2,...|all, steps=N, k=N, from=S,
+-- seed=N, dir=PATH, trainer=P, auditor=P, judge=P (profiles), remote=true, json=PATH.
+-- steps, k and from default (0) to the setup's, dir to a fresh temporary directory.
+-- Windows: paper, tight (the default), calibrated. An unknown key is an error naming the
+-- valid ones.
+local defaults = {setup = "mnist", window = "tight", windows = {}, steps = 0, k = 0, from = 0, seed = 1, dir = "",
+                  trainer = "", auditor = "", judge = "", remote = false, json = ""}
+
 function M.parse_args(args)
-  local options, i = {profiles = {}}, 1
-  local function value()
-    i = i + 1
-    if args[i] == nil then error("option " .. args[i - 1] .. " needs a value", 0) end
-    return args[i]
-  end
+  local a = vt.args(defaults, args)
   local function window_name(w)
     if scenarios.windows[w] == nil then error("unknown window '" .. w .. "' (valid: paper, tight, calibrated)", 0) end
     return w
   end
-  while args[i] do
-    local a = args[i]
-    if a == "--setup" then options.setup = value()
-    elseif a == "--window" then options.window = window_name(value())
-    elseif a == "--windows" then
-      local list = value()
-      if list == "all" then list = table.concat(scenarios.window_names, ",") end
-      options.windows = {}
-      for w in list:gmatch("[^,]+") do options.windows[#options.windows + 1] = window_name(w) end
-    elseif a == "--steps" then options.steps = tonumber(value())
-    elseif a == "--k" then options.k = tonumber(value())
-    elseif a == "--from" then options.from_step = tonumber(value())
-    elseif a == "--seed" then options.seed = tonumber(value())
-    elseif a == "--dir" then options.dir = value()
-    elseif a == "--trainer" or a == "--auditor" or a == "--judge" then options.profiles[a:sub(3)] = value()
-    elseif a == "--remote" then options.remote = true
-    elseif a == "--json" then options.json = value()
-    else
-      error("unknown argument '" .. a .. "' (valid: --setup, --window, --windows, --steps, --k, --from, --seed, --dir, " ..
-            "--trainer, --auditor, --judge, --remote, --json)", 0)
-    end
-    i = i + 1
+  local function count(key)
+    local v = a[key]
+    if v ~= math.floor(v) or v < 0 then error("argument " .. key .. "=" .. v .. ": " .. key .. " must be a whole number (0: the setup's)", 0) end
+    return v > 0 and v or nil
   end
+  if scenarios.setups[a.setup] == nil then error("unknown setup '" .. a.setup .. "' (valid: mnist, tiny)", 0) end
+  local options = {setup = a.setup, window = window_name(a.window), seed = a.seed, remote = a.remote, profiles = {},
+                   steps = count("steps"), k = count("k"), from_step = count("from")}
+  if #a.windows > 0 then
+    local list = a.windows
+    if #list == 1 and list[1] == "all" then list = scenarios.window_names end
+    options.windows = {}
+    for _, w in ipairs(list) do options.windows[#options.windows + 1] = window_name(w) end
+  end
+  for _, role in ipairs{"trainer", "auditor", "judge"} do
+    if a[role] ~= "" then options.profiles[role] = a[role] end
+  end
+  if a.dir ~= "" then options.dir = a.dir end
+  if a.json ~= "" then options.json = a.json end
   return options
 end
 
 local function fmt_seconds(v) return v and string.format("%.2f", v) or "-" end
 local function fmt_count(v) return v and string.format("%.1f", v) or "-" end
 
--- Runs the named scenarios (all when `names` is nil) under each window of --windows (or the
--- one of --window), prints a summary of each and a table; returns true if every verdict is
+-- Runs the named scenarios (all when `names` is nil) under each window of windows= (or the
+-- one of window=), prints a summary of each and a table; returns true if every verdict is
 -- the expected one. A scenario with a fixed window runs only in that window's pass when
 -- several windows are played.
 function M.main(names, args)

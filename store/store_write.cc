@@ -1,0 +1,341 @@
+// Writing a store (its single writer): creating runs and setting their metadata, appending
+// steps with their log records, checkpoints with their leaves and Merkle nodes, rolling a
+// run back to its last leaf, and appending transcript entries. Each call writes one RocksDB
+// batch of sealed records (store/envelope.h). Reading is in store_read.cc.
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/slice.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/checkpoint_digest.h"
+#include "store/envelope.h"
+#include "store/error.h"
+#include "store/records.h"
+#include "store/store.h"
+#include "store/store_internal.h"
+
+namespace vt::store {
+
+namespace {
+
+std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Puts `payload` sealed under `key` without copying the payload into a temporary.
+void PutSealed(rocksdb::WriteBatch* batch, rocksdb::ColumnFamilyHandle* cf, Family f,
+               const std::string& key, std::string_view payload) {
+  std::string trailer = EnvelopeTrailer(f, key, payload);
+  rocksdb::Slice key_slice(key);
+  rocksdb::Slice parts[2] = {rocksdb::Slice(payload.data(), payload.size()),
+                             rocksdb::Slice(trailer)};
+  rocksdb::Status s =
+      batch->Put(cf, rocksdb::SliceParts(&key_slice, 1), rocksdb::SliceParts(parts, 2));
+  if (!s.ok()) throw Error(std::string("cannot add a record to a write batch: ") + s.ToString());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Runs
+
+RunInfo Store::CreateRun(std::string_view id, const RunConfig& config) {
+  CheckWritable();
+  ValidateId(id, "run id");
+  if (config.checkpoint_every < 1) {
+    throw Error("run '" + std::string(id) + "': checkpoint_every must be at least 1, got " +
+                std::to_string(config.checkpoint_every));
+  }
+  if (config.steps > (uint64_t{1} << 53)) {
+    throw Error("run '" + std::string(id) + "': steps must be at most 2^53, got " +
+                std::to_string(config.steps));
+  }
+  if (config.spec.size() > kMaxValueBytes || config.metadata.size() > kMaxValueBytes) {
+    throw Error("run '" + std::string(id) + "': spec and metadata must be at most 1 GiB each");
+  }
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  if (GetRaw(Family::kRuns, RunKey(id, RunField::kConfig)) ||
+      GetRaw(Family::kRuns, RunKey(id, RunField::kProgress))) {
+    throw Error("run '" + std::string(id) + "' already exists in store '" + path_ + "'");
+  }
+  RunConfigRecord c;
+  c.checkpoint_every = config.checkpoint_every;
+  c.steps = config.steps;
+  c.spec_hash = Sha256Of(config.spec);
+  c.spec = config.spec;
+  ProgressRecord p;
+  p.chain.fill(0);
+  rocksdb::WriteBatch batch;
+  std::string ck = RunKey(id, RunField::kConfig);
+  std::string pk = RunKey(id, RunField::kProgress);
+  std::string mk = RunKey(id, RunField::kMetadata);
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, ck, EncodeRunConfig(c));
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, pk, EncodeProgress(p));
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, mk, config.metadata);
+  // Stale records of an id that was never fully created cannot exist (one batch), but a
+  // run id may be reused only if nothing of it is left in any family.
+  WriteBatchOrThrow(&batch, "a new run");
+  run_states_.erase(std::string(id));
+  RunInfo info;
+  info.id = std::string(id);
+  info.spec = config.spec;
+  info.spec_hash = c.spec_hash;
+  info.checkpoint_every = c.checkpoint_every;
+  info.steps = c.steps;
+  info.metadata = config.metadata;
+  return info;
+}
+
+void Store::SetMetadata(std::string_view run, std::string_view metadata) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  if (metadata.size() > kMaxValueBytes) throw Error("run metadata must be at most 1 GiB");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  RunState& st = WriterState(run);
+  rocksdb::WriteBatch batch;
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kMetadata), metadata);
+  WriteBatchOrThrow(&batch, "run metadata");
+  st.info.metadata = std::string(metadata);
+}
+
+Store::RunState& Store::WriterState(std::string_view run) {
+  auto found = run_states_.find(run);
+  if (found != run_states_.end()) return *found->second;
+  auto st = std::make_unique<RunState>();
+  st->info = LoadRun(run);
+  std::optional<std::string> progress = GetSealed(Family::kRuns, RunKey(run, RunField::kProgress));
+  st->chain = LogDigestChain(DecodeProgress(*progress)->chain);
+  StoreNodes nodes(this, run);
+  st->frontier = MerkleFrontier::Load(nodes, st->info.leaves);
+  RunState& ref = *st;
+  run_states_.emplace(std::string(run), std::move(st));
+  return ref;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing steps and checkpoints
+
+Digest Store::WriteStep(std::string_view run, uint64_t step, std::vector<LogRecordView> records) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  RunState& st = WriterState(run);
+  const RunInfo& info = st.info;
+  const std::string r = Quote(run);
+  if (info.complete()) {
+    throw Error("run " + r + " is complete (" + std::to_string(info.steps) + " steps, " +
+                std::to_string(info.leaves) + " leaves); step " + std::to_string(step) +
+                " cannot be written");
+  }
+  if (info.leaves == 0)
+    throw Error("run " + r + ": store leaf 0 (the initial checkpoint) before step 1");
+  if (step != info.steps_written + 1) {
+    throw Error("run " + r + ": expected step " + std::to_string(info.steps_written + 1) +
+                " next, got step " + std::to_string(step));
+  }
+  uint64_t due = LeafStep(info.leaves, info.steps, info.checkpoint_every);
+  if (info.steps_written >= due) {
+    throw Error("run " + r + ": store leaf " + std::to_string(info.leaves) +
+                " (the checkpoint after step " + std::to_string(due) + ") before step " +
+                std::to_string(step));
+  }
+  if (records.size() > UINT32_MAX)
+    throw Error("run " + r + ": too many log records in step " + std::to_string(step));
+  SortAndCheckRecords(&records);
+  uint64_t value_bytes = 0;
+  for (const LogRecordView& rec : records) {
+    if (rec.value.size() > kMaxValueBytes) {
+      throw Error("run " + r + " step " + std::to_string(step) + ": log record '" +
+                  std::string(rec.boundary) + "' call " + std::to_string(rec.call) +
+                  " is larger than 1 GiB");
+    }
+    value_bytes += rec.value.size();
+  }
+  StepInfo marker;
+  marker.step = step;
+  marker.records = static_cast<uint32_t>(records.size());
+  marker.value_bytes = value_bytes;
+  marker.digest = StepDigestSorted(step, records);
+  LogDigestChain chain = st.chain;
+  chain.AddStep(marker.digest);
+
+  // Reserve the batch up front: growing it by doubling would copy every value again.
+  rocksdb::WriteBatch batch(static_cast<size_t>(value_bytes) +
+                            records.size() * (run.size() + kMaxBoundaryBytes / 8 + 48) + 512);
+  rocksdb::ColumnFamilyHandle* logs = Cf(Family::kLogs);
+  for (const LogRecordView& rec : records) {
+    PutSealed(&batch, logs, Family::kLogs, LogKey(run, step, rec.boundary, rec.call), rec.value);
+  }
+  PutSealed(&batch, Cf(Family::kSteps), Family::kSteps, StepKey(run, step), EncodeStepInfo(marker));
+  ProgressRecord p{step, info.leaves, chain.value()};
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
+            EncodeProgress(p));
+  WriteBatchOrThrow(&batch, "a step");
+  st.info.steps_written = step;
+  st.chain = chain;
+  return marker.digest;
+}
+
+LeafRecord Store::PutCheckpoint(std::string_view run, uint64_t leaf, std::string_view checkpoint,
+                                const PutCheckpointOptions& options) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  if (checkpoint.size() > kMaxCheckpointBytes) throw Error("checkpoint is larger than 1 TiB");
+  if (options.metadata && options.metadata->size() > kMaxValueBytes)
+    throw Error("run metadata must be at most 1 GiB");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  RunState& st = WriterState(run);
+  const RunInfo& info = st.info;
+  const std::string r = Quote(run);
+  const uint64_t total = info.total_leaves();
+  if (info.leaves >= total) {
+    throw Error("run " + r + " is complete (" + std::to_string(total) + " leaves); leaf " +
+                std::to_string(leaf) + " cannot be stored");
+  }
+  if (leaf != info.leaves) {
+    throw Error("run " + r + ": expected leaf " + std::to_string(info.leaves) + " next, got leaf " +
+                std::to_string(leaf));
+  }
+  uint64_t due = LeafStep(leaf, info.steps, info.checkpoint_every);
+  if (info.steps_written != due) {
+    throw Error("run " + r + ": leaf " + std::to_string(leaf) + " is the checkpoint after step " +
+                std::to_string(due) + ", but the run has written steps up to " +
+                std::to_string(info.steps_written));
+  }
+  ParseCheckpoint(checkpoint);  // validates the canonical encoding
+  LeafRecord rec;
+  rec.index = leaf;
+  rec.step = due;
+  rec.state_digest = Sha256Of(checkpoint);
+  if (options.expected_state_digest && *options.expected_state_digest != rec.state_digest) {
+    throw Error("run " + r + " leaf " + std::to_string(leaf) + ": checkpoint digest " +
+                ToHex(rec.state_digest) + " differs from the expected " +
+                ToHex(*options.expected_state_digest));
+  }
+  rec.log_digest = st.chain.value();
+  rec.leaf = ComputeLeaf(info.spec_hash, leaf, rec.state_digest, rec.log_digest);
+  rec.checkpoint_bytes = checkpoint.size();
+  rec.checkpoint_chunks = CheckpointChunks(checkpoint.size());
+  MerkleFrontier frontier = st.frontier;
+  std::vector<MerkleNode> nodes = frontier.Append(MerkleLeafHash(AsBytes(rec.leaf)));
+
+  rocksdb::WriteBatch batch(checkpoint.size() + rec.checkpoint_chunks * 64 + nodes.size() * 96 +
+                            1024);
+  for (uint32_t c = 0; c < rec.checkpoint_chunks; ++c) {
+    std::string_view part =
+        checkpoint.substr(static_cast<size_t>(c) * kCheckpointChunkBytes, kCheckpointChunkBytes);
+    PutSealed(&batch, Cf(Family::kCheckpoints), Family::kCheckpoints, CheckpointKey(run, leaf, c),
+              part);
+  }
+  PutSealed(&batch, Cf(Family::kLeaves), Family::kLeaves, LeafKey(run, leaf),
+            EncodeLeafRecord(rec));
+  for (const MerkleNode& n : nodes) {
+    PutSealed(&batch, Cf(Family::kMerkle), Family::kMerkle,
+              NodeKey(run, static_cast<uint8_t>(n.level), n.index), AsBytes(n.hash));
+  }
+  ProgressRecord p;
+  p.steps_written = info.steps_written;
+  p.leaves = leaf + 1;
+  p.chain.fill(0);
+  PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
+            EncodeProgress(p));
+  if (options.metadata) {
+    PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kMetadata),
+              *options.metadata);
+  }
+  WriteBatchOrThrow(&batch, "a checkpoint");
+  st.info.leaves = leaf + 1;
+  st.chain = LogDigestChain();
+  st.frontier = std::move(frontier);
+  if (options.metadata) st.info.metadata = *options.metadata;
+  if (st.info.leaves == total) {
+    // A finished run goes into checksummed SST files at once, so that it survives damage to
+    // the write-ahead log even if this process is killed before it closes the store.
+    rocksdb::Status s = FlushAll();
+    if (!s.ok()) {
+      throw Error("store '" + path_ + "': run " + r +
+                  " is complete, but flushing it to SST files failed: " + s.ToString());
+    }
+  }
+  return rec;
+}
+
+std::optional<LeafRecord> Store::Rollback(std::string_view run) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  RunState& st = WriterState(run);
+  const RunInfo& info = st.info;
+  uint64_t resume =
+      info.leaves == 0 ? 0 : LeafStep(info.leaves - 1, info.steps, info.checkpoint_every);
+  if (info.steps_written > resume) {
+    rocksdb::WriteBatch batch;
+    const std::string end = PrefixSuccessor(IdPrefix(run));
+    const std::string begin = StepKey(run, resume + 1);
+    rocksdb::Status s = batch.DeleteRange(Cf(Family::kLogs), begin, end);
+    if (s.ok()) s = batch.DeleteRange(Cf(Family::kSteps), begin, end);
+    if (!s.ok()) throw Error("cannot build the rollback batch: " + s.ToString());
+    ProgressRecord p;
+    p.steps_written = resume;
+    p.leaves = info.leaves;
+    p.chain.fill(0);
+    PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
+              EncodeProgress(p));
+    WriteBatchOrThrow(&batch, "a rollback");
+    st.info.steps_written = resume;
+    st.chain = LogDigestChain();
+  }
+  if (info.leaves == 0) return std::nullopt;
+  return LeafOrThrow(run, info.leaves - 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// Transcripts
+
+uint64_t Store::AppendTranscript(std::string_view game, std::string_view entry) {
+  CheckWritable();
+  ValidateId(game, "game id");
+  if (entry.size() > kMaxValueBytes) throw Error("transcript entry is larger than 1 GiB");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  auto found = next_transcript_seq_.find(game);
+  uint64_t seq = 0;
+  if (found != next_transcript_seq_.end()) {
+    seq = found->second;
+  } else {
+    std::unique_ptr<rocksdb::Iterator> it(
+        h_->db->NewIterator(rocksdb::ReadOptions(), Cf(Family::kTranscripts)));
+    const std::string prefix = IdPrefix(game);
+    it->SeekForPrev(TranscriptKey(game, UINT64_MAX));
+    if (it->Valid() && it->key().starts_with(prefix)) {
+      std::optional<DecodedKey> d =
+          DecodeKey(Family::kTranscripts, std::string_view(it->key().data(), it->key().size()));
+      if (!d)
+        throw CorruptionError("transcripts",
+                              DescribeKey(Family::kTranscripts, it->key().ToString()),
+                              "malformed key");
+      seq = d->number + 1;
+    }
+    if (!it->status().ok())
+      throw Error("store '" + path_ + "': reading transcripts failed: " + it->status().ToString());
+  }
+  rocksdb::WriteBatch batch;
+  PutSealed(&batch, Cf(Family::kTranscripts), Family::kTranscripts, TranscriptKey(game, seq),
+            entry);
+  WriteBatchOrThrow(&batch, "a transcript entry");
+  next_transcript_seq_[std::string(game)] = seq + 1;
+  return seq;
+}
+
+}  // namespace vt::store
