@@ -109,7 +109,7 @@ function M.main(names, args)
   if ctx.owns_dir then
     ctx.trained = nil
     collectgarbage("collect")  -- close the stores first
-    os.execute("rm -rf '" .. ctx.dir .. "'")
+    vt.fs.remove(ctx.dir)
   end
   return all_ok
 end

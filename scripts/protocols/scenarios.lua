@@ -56,10 +56,7 @@ local function bind(behaviour, s, k, honest_run)
 end
 
 local function fresh_dir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  os.execute("mkdir -p '" .. dir .. "'")
-  return dir
+  return vt.fs.tmpdir("vtrun-scenario")
 end
 
 M.windows = list.windows
@@ -172,8 +169,18 @@ function M.context(options)
   for role, p in pairs(options.profiles or {}) do profiles[role] = p end
   local window = options.window or "tight"
   if M.windows[window] == nil then error("unknown window '" .. tostring(window) .. "' (valid: paper, tight, calibrated)", 2) end
-  -- A given directory starts empty: stores left by an earlier run would be resumed.
-  if options.dir then os.execute("rm -rf '" .. options.dir .. "' && mkdir -p '" .. options.dir .. "'") end
+  -- A given directory starts empty (stores left by an earlier run would be resumed), and
+  -- only one an earlier scenario made (its marker file) is emptied: never a user's.
+  if options.dir then
+    local marker = options.dir .. "/.vtrun-scenario"
+    if vt.fs.exists(marker) then
+      vt.fs.remove(options.dir)
+    elseif vt.fs.exists(options.dir) and #vt.fs.list(options.dir) > 0 then
+      error("scenario directory '" .. options.dir .. "' is not empty and was not made by a scenario; give a new one", 2)
+    end
+    vt.fs.mkdir(options.dir)
+    io.open(marker, "w"):close()
+  end
   return {setup = setup, data = data, data_recipe = setup.data, specs = {}, window = window,
           steps = steps, k = k, owns_dir = options.dir == nil,
           from_step = options.from_step or math.max(2, math.floor(0.6 * steps) + 1),
