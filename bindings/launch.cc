@@ -101,6 +101,10 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<
     g_rank_pids[r] = pid;
     g_rank_count = r + 1;
   }
+  // Ctrl-C on a terminal reaches every rank through the process group, and each stops after
+  // its step (together, train/runner.h); the launcher waits for them instead of dying first.
+  // (Set after the forks: an ignored signal would stay ignored across the ranks' exec.)
+  signal(SIGINT, SIG_IGN);
   int running = 0;
   for (pid_t p : pids) running += p > 0 ? 1 : 0;
   auto stop_all = [&] {

@@ -381,14 +381,22 @@ int RunnerRun(lua_State* L) {
       loss = rep.loss;
       total.AddCounts(rep);
       progress.Step(rep, steps);
-      // Ctrl-C: stop after the step in progress; every finished step is committed.
-      if (ConsumeInterrupt(L)) {
+      // Ctrl-C: stop after the step in progress; every finished step is committed. In a
+      // group the ranks decide together (one may see the signal a step later than another,
+      // and a rank that went on alone would wait in the next step's all-reduce).
+      bool stop = ConsumeInterrupt(L);
+      if (const auto& group = r->options().group) {
+        at::Tensor flag = at::full({1}, stop ? 1 : 0, at::kLong);
+        group->AllReduceSum(flag);
+        stop = flag.item<int64_t>() > 0;
+      }
+      if (stop) {
         interrupted = true;
         break;
       }
     }
     progress.Finish();
-    if (interrupted) {
+    if (interrupted && (!r->options().group || r->options().group->rank() == 0)) {
       std::fprintf(stderr, "interrupted after step %lld of %lld%s\n", static_cast<long long>(r->step()),
                    static_cast<long long>(r->last_step()),
                    r->options().store ? "; the steps done are stored, run() again resumes" : "");

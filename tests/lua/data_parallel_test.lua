@@ -99,6 +99,37 @@ suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, a
   T.assert_eq(root_of(out, "trainer"), whole, out)
 end)
 
+suite:test("Ctrl-C stops every rank after the same step; the run resumes to the uninterrupted root", function()
+  local args = "model=mlp steps=300 checkpoint_every=10 role=train dir="
+  local status, out = dp("--nproc 2", args .. tmp .. "/whole-int")
+  T.assert_eq(status, 0, out)
+  local whole = root_of(out, "trainer")
+  local dir = tmp .. "/interrupted"
+  local log = tmp .. "/interrupted.log"
+  local _, pid = sh(string.format("%s --nproc 2 %s %s%s > %s 2>&1 & echo $!", vtrun, script, args, dir, log))
+  pid = tonumber(pid:match("(%d+)"))
+  local deadline, stored = vt.clock() + 60, 0
+  while vt.clock() < deadline and stored < 3 do
+    if vt.fs.exists(dir .. "/trainer") then
+      local ok, n = pcall(leaves, dir)
+      stored = ok and n or 0
+    end
+    os.execute("sleep 0.05")
+  end
+  -- A terminal's Ctrl-C reaches every rank (and the launcher, which waits for them).
+  sh(string.format("pkill -INT -P %d; kill -INT %d", pid, pid))
+  deadline = vt.clock() + 60
+  while vt.clock() < deadline and sh("kill -0 " .. pid) == 0 do os.execute("sleep 0.05") end
+  local f = io.open(log)
+  local text = f:read("*a")
+  f:close()
+  T.assert_true(text:find("interrupted after step", 1, true) ~= nil, text)
+  T.assert_true(text:find("stopped the other ranks", 1, true) == nil, text)
+  status, out = dp("--nproc 2", args .. dir)
+  T.assert_eq(status, 0, out)
+  T.assert_eq(root_of(out, "trainer"), whole, out)
+end)
+
 suite:test("ranks started one by one meet at a TCP rendezvous (as on several hosts)", function()
   local dir = tmp .. "/tcp"
   math.randomseed(os.time() + vt.clock())
