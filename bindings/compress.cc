@@ -15,7 +15,8 @@ int Compress(lua_State* L) {
   size_t len = 0;
   const char* src = CheckStringArg(L, 1, &len);
   const int64_t level = lua_isnoneornil(L, 2) ? 3 : CheckInteger(L, 2);
-  if (level < 1 || level > ZSTD_maxCLevel()) ArgError(L, 2, "level must be in [1, " + std::to_string(ZSTD_maxCLevel()) + "]");
+  if (level < 1 || level > ZSTD_maxCLevel())
+    ArgError(L, 2, "level must be in [1, " + std::to_string(ZSTD_maxCLevel()) + "]");
   std::string out(ZSTD_compressBound(len), '\0');
   const size_t n = ZSTD_compress(out.data(), out.size(), src, len, static_cast<int>(level));
   if (ZSTD_isError(n)) Fail(L, "vt.zstd.compress", ZSTD_getErrorName(n));

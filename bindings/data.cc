@@ -113,12 +113,14 @@ int MSettings(lua_State* L) {
 
 // A batch's tensors are allocated by ATen; a size that memory cannot hold surfaces as
 // "[enforce fail at alloc_cpu.cpp:75] ..." or std::bad_alloc. This says what was asked for.
-data::Batch GetBatch(const DatasetPtr& d, const std::vector<int64_t>& indices, uint64_t seed, int64_t epoch) {
+data::Batch GetBatch(const DatasetPtr& d, const std::vector<int64_t>& indices, uint64_t seed,
+                     int64_t epoch) {
   auto fail = [&] {
     int64_t per = 1;
     for (int64_t s : d->input_shape()) per *= s;
-    return vt::Error("cannot allocate memory for " + std::to_string(indices.size()) + " examples of " +
-                 std::to_string(per) + " values each from '" + d->name() + "'");
+    return vt::Error("cannot allocate memory for " + std::to_string(indices.size()) +
+                     " examples of " + std::to_string(per) + " values each from '" + d->name() +
+                     "'");
   };
   try {
     return d->Get(indices, seed, epoch);
@@ -126,7 +128,8 @@ data::Batch GetBatch(const DatasetPtr& d, const std::vector<int64_t>& indices, u
     throw fail();
   } catch (const c10::Error& e) {
     const std::string what = e.what();
-    if (what.find("alloc") != std::string::npos && what.find("memory") != std::string::npos) throw fail();
+    if (what.find("alloc") != std::string::npos && what.find("memory") != std::string::npos)
+      throw fail();
     throw;
   }
 }
@@ -142,21 +145,25 @@ int MGet(lua_State* L) {
     if (v != std::floor(v) || v < 1 || v > static_cast<double>(size)) {
       char text[64];
       std::snprintf(text, sizeof text, "%.17g", v);
-      Fail(L, api, "index " + std::to_string(item) + " is " + text + ", must be an integer in [1, " +
-                       std::to_string(size) + "] (indices are 1-based)");
+      Fail(L, api,
+           "index " + std::to_string(item) + " is " + text + ", must be an integer in [1, " +
+               std::to_string(size) + "] (indices are 1-based)");
     }
     indices.push_back(static_cast<int64_t>(v) - 1);
   };
   if (at::Tensor* t = TestTensor(L, 2)) {
-    if (t->is_floating_point() || t->is_complex()) Fail(L, api, "an index tensor must have an integer dtype");
+    if (t->is_floating_point() || t->is_complex())
+      Fail(L, api, "an index tensor must have an integer dtype");
     at::Tensor flat = t->to(at::kLong).flatten().contiguous();
-    for (int64_t i = 0; i < flat.numel(); ++i) check(static_cast<double>(flat.data_ptr<int64_t>()[i]), i + 1);
+    for (int64_t i = 0; i < flat.numel(); ++i)
+      check(static_cast<double>(flat.data_ptr<int64_t>()[i]), i + 1);
   } else {
     CheckTable(L, 2);
     for (int i = 1; i <= static_cast<int>(lua_objlen(L, 2)); ++i) {
       lua_rawgeti(L, 2, i);
       if (lua_type(L, -1) != LUA_TNUMBER) {
-        Fail(L, api, "index " + std::to_string(i) + " must be a number, got " + luaL_typename(L, -1));
+        Fail(L, api,
+             "index " + std::to_string(i) + " must be a number, got " + luaL_typename(L, -1));
       }
       check(lua_tonumber(L, -1), i);
       lua_pop(L, 1);
@@ -201,9 +208,9 @@ int MToString(lua_State* L) {
   DatasetPtr& d = CheckDataset(L, 1);
   std::string shape;
   for (int64_t s : d->input_shape()) shape += (shape.empty() ? "" : "x") + std::to_string(s);
-  lua_pushfstring(L, "vt.Dataset(%s: %d examples of %s, %d classes, digest %s...)", d->name().c_str(),
-                  static_cast<int>(d->size()), shape.c_str(), static_cast<int>(d->classes()),
-                  d->digest().substr(0, 12).c_str());
+  lua_pushfstring(L, "vt.Dataset(%s: %d examples of %s, %d classes, digest %s...)",
+                  d->name().c_str(), static_cast<int>(d->size()), shape.c_str(),
+                  static_cast<int>(d->classes()), d->digest().substr(0, 12).c_str());
   return 1;
 }
 
@@ -211,8 +218,14 @@ int MToString(lua_State* L) {
 
 void OpenData(lua_State* L) {
   const luaL_Reg methods[] = {
-      {"size", MSize},       {"name", MName},   {"digest", MDigest},  {"classes", MClasses},
-      {"input_shape", MInputShape}, {"settings", MSettings}, {"get", MGet}, {"batch", MBatch},
+      {"size", MSize},
+      {"name", MName},
+      {"digest", MDigest},
+      {"classes", MClasses},
+      {"input_shape", MInputShape},
+      {"settings", MSettings},
+      {"get", MGet},
+      {"batch", MBatch},
       {nullptr, nullptr},
   };
   const luaL_Reg meta[] = {

@@ -54,7 +54,8 @@ int Gather(lua_State* L) {
   const char* s = luaL_checklstring(L, 1, &n);
   std::string mine(s, n);
   return Protect(L, "vt.dist.gather", [&] {
-    std::vector<std::string> all = DefaultGroup() ? DefaultGroup()->GatherBytes(mine, 0) : std::vector<std::string>{mine};
+    std::vector<std::string> all =
+        DefaultGroup() ? DefaultGroup()->GatherBytes(mine, 0) : std::vector<std::string>{mine};
     if (all.empty()) {
       lua_pushnil(L);
       return 1;
@@ -78,8 +79,8 @@ int BytesSent(lua_State* L) {
 
 void OpenDist(lua_State* L) {
   const luaL_Reg funcs[] = {
-      {"world", World},         {"rank", Rank},          {"barrier", Barrier},
-      {"broadcast", Broadcast}, {"gather", Gather},    {"bytes_sent", BytesSent},
+      {"world", World},         {"rank", Rank},     {"barrier", Barrier},
+      {"broadcast", Broadcast}, {"gather", Gather}, {"bytes_sent", BytesSent},
       {nullptr, nullptr},
   };
   lua_newtable(L);

@@ -30,7 +30,9 @@ int Exists(lua_State* L) {
   if (ec || !fs::exists(st)) {
     lua_pushnil(L);
   } else {
-    lua_pushstring(L, fs::is_directory(st) ? "directory" : fs::is_regular_file(st) ? "file" : "other");
+    lua_pushstring(L, fs::is_directory(st)      ? "directory"
+                      : fs::is_regular_file(st) ? "file"
+                                                : "other");
   }
   return 1;
 }
@@ -56,7 +58,8 @@ int Mkdir(lua_State* L) {
     std::error_code ec;
     fs::create_directories(path, ec);
     Check(ec, "cannot make directory", path);
-    if (!fs::is_directory(path)) throw Error("cannot make directory '" + path + "': a file of that name exists");
+    if (!fs::is_directory(path))
+      throw Error("cannot make directory '" + path + "': a file of that name exists");
     return 0;
   });
 }
@@ -101,7 +104,8 @@ int Remove(lua_State* L) {
 // in such a subdirectory, so it never deletes anything it did not make.
 int Tmpdir(lua_State* L) {
   std::string prefix = lua_isnoneornil(L, 1) ? "vtrun" : CheckString(L, 1);
-  if (prefix.empty() || prefix.find('/') != std::string::npos) ArgError(L, 1, "the prefix is a name, not a path");
+  if (prefix.empty() || prefix.find('/') != std::string::npos)
+    ArgError(L, 1, "the prefix is a name, not a path");
   std::string given = lua_isnoneornil(L, 2) ? "" : CheckString(L, 2);
   return Protect(L, "vt.fs.tmpdir", [&] {
     std::error_code ec;
@@ -116,7 +120,8 @@ int Tmpdir(lua_State* L) {
     std::string pattern = (base / (prefix + ".XXXXXX")).string();
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
-    if (mkdtemp(buf.data()) == nullptr) throw Error("cannot make a temporary directory in '" + base.string() + "'");
+    if (mkdtemp(buf.data()) == nullptr)
+      throw Error("cannot make a temporary directory in '" + base.string() + "'");
     lua_pushstring(L, buf.data());
     return 1;
   });

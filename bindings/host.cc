@@ -1,7 +1,5 @@
 #include "bindings/host.h"
 
-#include "bindings/dist.h"
-
 #include <luajit.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -16,12 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "bindings/dist.h"
 #include "bindings/module.h"
 #include "bindings/repl.h"
 #include "runtime/common/error.h"
 #include "runtime/common/init.h"
-#include "runtime/profile/profile.h"
 #include "runtime/common/version.h"
+#include "runtime/profile/profile.h"
 #include "store/version.h"
 
 namespace vt::lua {
@@ -29,7 +28,7 @@ namespace {
 
 constexpr const char* kProgram = "vtrun";
 
-lua_State* g_interruptible = nullptr;  // the state a Ctrl-C should interrupt, if any
+lua_State* g_interruptible = nullptr;           // the state a Ctrl-C should interrupt, if any
 volatile sig_atomic_t g_interrupt_pending = 0;  // Ctrl-C seen, not yet consumed
 volatile sig_atomic_t g_interrupt_checked = 0;  // InterruptChecks alive: Ctrl-C only asks to stop
 
@@ -82,7 +81,8 @@ std::string ExtraPathEntries() {
     size_t colon = s.find(':', start);
     entry = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
     if (!entry.empty()) {
-      out += entry.find('?') != std::string::npos ? entry + ";" : entry + "/?.lua;" + entry + "/?/init.lua;";
+      out += entry.find('?') != std::string::npos ? entry + ";"
+                                                  : entry + "/?.lua;" + entry + "/?/init.lua;";
     }
     if (colon == std::string::npos) break;
     start = colon + 1;
@@ -93,7 +93,8 @@ std::string ExtraPathEntries() {
 void SetPackagePath(lua_State* L, const std::string& lib) {
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
-  std::string path = ExtraPathEntries() + lib + "/?.lua;" + lib + "/?/init.lua;" + lua_tostring(L, -1);
+  std::string path =
+      ExtraPathEntries() + lib + "/?.lua;" + lib + "/?/init.lua;" + lua_tostring(L, -1);
   lua_pop(L, 1);
   lua_pushstring(L, path.c_str());
   lua_setfield(L, -2, "path");
@@ -105,9 +106,9 @@ void SetPackagePath(lua_State* L, const std::string& lib) {
 }
 
 void PrintVersion() {
-  std::printf("vtrun %s\n  LuaJIT   %s\n  LibTorch %s\n  RocksDB  %s\n  OpenSSL  %s\n", VTRUN_VERSION,
-              LUAJIT_VERSION + 7, TorchVersion().c_str(), store::RocksDbVersion().c_str(),
-              store::OpenSslVersion().c_str());
+  std::printf("vtrun %s\n  LuaJIT   %s\n  LibTorch %s\n  RocksDB  %s\n  OpenSSL  %s\n",
+              VTRUN_VERSION, LUAJIT_VERSION + 7, TorchVersion().c_str(),
+              store::RocksDbVersion().c_str(), store::OpenSslVersion().c_str());
 }
 
 void PrintUsage(FILE* out) {
@@ -141,21 +142,22 @@ struct CommandLine {
   bool interactive = false;
   bool version = false;
   bool help = false;
-  std::string profile;  // --profile NAME
-  int script = 0;  // argv index of the script (or "-"), 0 if none
-  int nproc = 0;   // --nproc N: launch N ranks
-  dist::GroupOptions group;  // --world, --rank, --rendezvous, --timeout, --gloo-host
-  bool in_group = false;     // any of --world, --rank, --rendezvous given
+  std::string profile;                   // --profile NAME
+  int script = 0;                        // argv index of the script (or "-"), 0 if none
+  int nproc = 0;                         // --nproc N: launch N ranks
+  dist::GroupOptions group;              // --world, --rank, --rendezvous, --timeout, --gloo-host
+  bool in_group = false;                 // any of --world, --rank, --rendezvous given
   std::vector<std::string> passthrough;  // argv without --nproc and the group options
 };
 
 // Parses the integer or number after a group option; false after printing an error.
-bool OptionNumber(const std::string& option, const std::string& text, double min, double max, double* out) {
+bool OptionNumber(const std::string& option, const std::string& text, double min, double max,
+                  double* out) {
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
   if (text.empty() || end == nullptr || *end != '\0' || !(v >= min && v <= max)) {
-    std::fprintf(stderr, "%s: '%s' must be a number in [%g, %g], got '%s'\n", kProgram, option.c_str(), min, max,
-                 text.c_str());
+    std::fprintf(stderr, "%s: '%s' must be a number in [%g, %g], got '%s'\n", kProgram,
+                 option.c_str(), min, max, text.c_str());
     return false;
   }
   *out = v;
@@ -174,8 +176,8 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
       ++i;
       break;
     }
-    const bool group_option = a == "--nproc" || a == "--world" || a == "--rank" || a == "--rendezvous" ||
-                              a == "--timeout" || a == "--gloo-host";
+    const bool group_option = a == "--nproc" || a == "--world" || a == "--rank" ||
+                              a == "--rendezvous" || a == "--timeout" || a == "--gloo-host";
     if (group_option) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "%s: '%s' needs a value\n", kProgram, a.c_str());
@@ -184,9 +186,11 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
       const std::string v = argv[++i];
       double n = 0;
       if (a == "--nproc" || a == "--world" || a == "--rank") {
-        if (!OptionNumber(a, v, a == "--rank" ? 0 : 1, a == "--nproc" ? 256 : 4096, &n)) return false;
+        if (!OptionNumber(a, v, a == "--rank" ? 0 : 1, a == "--nproc" ? 256 : 4096, &n))
+          return false;
         if (n != static_cast<int>(n)) {
-          std::fprintf(stderr, "%s: '%s' must be an integer, got '%s'\n", kProgram, a.c_str(), v.c_str());
+          std::fprintf(stderr, "%s: '%s' must be an integer, got '%s'\n", kProgram, a.c_str(),
+                       v.c_str());
           return false;
         }
         if (a == "--nproc") {
@@ -241,13 +245,16 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
   cl->script = i < argc ? i : 0;
   for (int j = i; j < argc; ++j) cl->passthrough.push_back(argv[j]);
   if (cl->nproc > 0 && cl->in_group) {
-    std::fprintf(stderr, "%s: --nproc starts the ranks itself: give it no --world, --rank or --rendezvous\n", kProgram);
+    std::fprintf(
+        stderr, "%s: --nproc starts the ranks itself: give it no --world, --rank or --rendezvous\n",
+        kProgram);
     return false;
   }
   if (cl->in_group) {
     try {
       if (cl->group.world > 1 && cl->group.rendezvous.empty()) {
-        throw Error("--world " + std::to_string(cl->group.world) + " needs --rendezvous tcp://HOST:PORT or file:///PATH");
+        throw Error("--world " + std::to_string(cl->group.world) +
+                    " needs --rendezvous tcp://HOST:PORT or file:///PATH");
       }
       dist::Validate(cl->group);
     } catch (const std::exception& e) {
@@ -341,10 +348,12 @@ bool ApplyProfileOption(const std::string& name, char** argv) {
 // PASSIVE (idle threads sleep). One thread, the default, needs no re-execution.
 bool PreferPassiveOpenMp(char** argv) {
   const char* threads = std::getenv("VTRUN_THREADS");
-  if (threads == nullptr || std::atoi(threads) <= 1 || std::getenv("OMP_WAIT_POLICY") != nullptr) return true;
+  if (threads == nullptr || std::atoi(threads) <= 1 || std::getenv("OMP_WAIT_POLICY") != nullptr)
+    return true;
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);
-  std::fprintf(stderr, "%s: cannot re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n", kProgram, std::strerror(errno));
+  std::fprintf(stderr, "%s: cannot re-execute with OMP_WAIT_POLICY=PASSIVE: %s\n", kProgram,
+               std::strerror(errno));
   return false;
 }
 
@@ -355,8 +364,8 @@ std::string LibraryDirectory() {
   if (IsFile(installed + "/vt/init.lua")) return installed;
   std::string source = VTRUN_SOURCE_SCRIPTS;
   if (IsFile(source + "/vt/init.lua")) return source;
-  throw std::runtime_error("cannot find the vt Lua library (looked for vt/init.lua in " + installed +
-                           " and " + source + "); set VTRUN_PATH or reinstall");
+  throw std::runtime_error("cannot find the vt Lua library (looked for vt/init.lua in " +
+                           installed + " and " + source + "); set VTRUN_PATH or reinstall");
 }
 
 lua_State* NewHostState() {
@@ -418,7 +427,8 @@ int CallInterruptible(lua_State* L, int nargs, int nresults) {
   lua_State* previous = g_interruptible;
   g_interruptible = L;
   g_interrupt_pending = 0;
-  struct sigaction action {}, old {};
+  struct sigaction action {
+  }, old{};
   action.sa_handler = OnInterrupt;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &old);
@@ -432,7 +442,9 @@ int CallInterruptible(lua_State* L, int nargs, int nresults) {
 
 void ReportError(lua_State* L) {
   const char* msg = lua_tostring(L, -1);
-  const std::string who = DefaultGroup() ? std::string(kProgram) + " (" + dist::Describe(*DefaultGroup()) + ")" : kProgram;
+  const std::string who = DefaultGroup()
+                              ? std::string(kProgram) + " (" + dist::Describe(*DefaultGroup()) + ")"
+                              : kProgram;
   std::fprintf(stderr, "%s: %s\n", who.c_str(), msg ? msg : "(error object is not a string)");
   std::fflush(stderr);
   lua_pop(L, 1);

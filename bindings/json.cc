@@ -9,9 +9,9 @@
 
 #include <cctype>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bindings/lua_support.h"
@@ -68,7 +68,8 @@ bool ValidUtf8(const std::string& s) {
 std::string Base64Encode(const std::string& bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
   const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
   out.resize(static_cast<size_t>(n));
   return out;
 }
@@ -78,12 +79,15 @@ std::optional<std::string> Base64Decode(const std::string& text) {
   if (text.size() % 4 != 0) return std::nullopt;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    const bool pad_ok = c == '=' && i >= text.size() - 2 && (i == text.size() - 1 || text.back() == '=');
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || pad_ok)) return std::nullopt;
+    const bool pad_ok =
+        c == '=' && i >= text.size() - 2 && (i == text.size() - 1 || text.back() == '=');
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || pad_ok))
+      return std::nullopt;
   }
   std::string out(3 * (text.size() / 4), '\0');
   const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
   if (n < 0) return std::nullopt;
   size_t len = static_cast<size_t>(n);
   if (!text.empty() && text[text.size() - 1] == '=') --len;
@@ -98,7 +102,9 @@ void* NullSentinel() {
 }
 
 Json ToJson(lua_State* L, int idx, const std::string& path, int depth) {
-  if (depth > kMaxDepth) Fail(L, "vt.json.encode", "value nested deeper than " + std::to_string(kMaxDepth) + " at " + path);
+  if (depth > kMaxDepth)
+    Fail(L, "vt.json.encode",
+         "value nested deeper than " + std::to_string(kMaxDepth) + " at " + path);
   switch (lua_type(L, idx)) {
     case LUA_TNIL:
       return nullptr;
@@ -106,7 +112,9 @@ Json ToJson(lua_State* L, int idx, const std::string& path, int depth) {
       return static_cast<bool>(lua_toboolean(L, idx));
     case LUA_TNUMBER: {
       const double v = lua_tonumber(L, idx);
-      if (!std::isfinite(v)) Fail(L, "vt.json.encode", "number " + std::to_string(v) + " at " + path + " has no JSON form");
+      if (!std::isfinite(v))
+        Fail(L, "vt.json.encode",
+             "number " + std::to_string(v) + " at " + path + " has no JSON form");
       if (v == std::floor(v) && std::fabs(v) <= 9007199254740992.0) return static_cast<int64_t>(v);
       return v;
     }
@@ -141,7 +149,8 @@ Json ToJson(lua_State* L, int idx, const std::string& path, int depth) {
         Json array = Json::array();
         for (size_t i = 1; i <= n; ++i) {
           lua_rawgeti(L, idx, static_cast<int>(i));
-          array.push_back(ToJson(L, lua_gettop(L), path + "[" + std::to_string(i) + "]", depth + 1));
+          array.push_back(
+              ToJson(L, lua_gettop(L), path + "[" + std::to_string(i) + "]", depth + 1));
           lua_pop(L, 1);
         }
         return array;
@@ -150,7 +159,9 @@ Json ToJson(lua_State* L, int idx, const std::string& path, int depth) {
       lua_pushnil(L);
       while (lua_next(L, idx) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING) {
-          Fail(L, "vt.json.encode", "table at " + path + " mixes array items and other keys (JSON objects need string keys)");
+          Fail(L, "vt.json.encode",
+               "table at " + path +
+                   " mixes array items and other keys (JSON objects need string keys)");
         }
         std::string key = lua_tostring(L, -2);
         if (!ValidUtf8(key)) Fail(L, "vt.json.encode", "a key at " + path + " is not UTF-8 text");
@@ -158,18 +169,22 @@ Json ToJson(lua_State* L, int idx, const std::string& path, int depth) {
         lua_pop(L, 1);
       }
       if (object.size() == 1 && object.contains(kBytesKey)) {
-        Fail(L, "vt.json.encode", std::string("key '") + kBytesKey + "' alone at " + path + " is reserved for bytes");
+        Fail(L, "vt.json.encode",
+             std::string("key '") + kBytesKey + "' alone at " + path + " is reserved for bytes");
       }
       return object;
     }
     default:
       break;
   }
-  Fail(L, "vt.json.encode", std::string("value at ") + path + " is a " + luaL_typename(L, idx) + ", which has no JSON form");
+  Fail(L, "vt.json.encode",
+       std::string("value at ") + path + " is a " + luaL_typename(L, idx) +
+           ", which has no JSON form");
 }
 
 void PushJson(lua_State* L, const Json& j, int depth) {
-  if (depth > kMaxDepth) throw std::runtime_error("JSON nested deeper than " + std::to_string(kMaxDepth));
+  if (depth > kMaxDepth)
+    throw std::runtime_error("JSON nested deeper than " + std::to_string(kMaxDepth));
   switch (j.type()) {
     case Json::value_t::null:
       lua_pushlightuserdata(L, NullSentinel());
@@ -203,7 +218,8 @@ void PushJson(lua_State* L, const Json& j, int depth) {
     case Json::value_t::object: {
       if (j.size() == 1 && j.contains(kBytesKey) && j.at(kBytesKey).is_string()) {
         auto bytes = Base64Decode(j.at(kBytesKey).get<std::string>());
-        if (!bytes) throw std::runtime_error(std::string("malformed base64 in a '") + kBytesKey + "' value");
+        if (!bytes)
+          throw std::runtime_error(std::string("malformed base64 in a '") + kBytesKey + "' value");
         lua_pushlstring(L, bytes->data(), bytes->size());
         return;
       }
@@ -225,8 +241,9 @@ int Encode(lua_State* L) {
   CheckOptions(L, 2, api, {"indent"});
   std::optional<int64_t> indent_option = OptInteger(L, 2, api, "indent");
   if (indent_option && (*indent_option < 0 || *indent_option > kMaxIndent)) {
-    Fail(L, api, "option 'indent' must be an integer from 0 to " + std::to_string(kMaxIndent) +
-                     " (omit it for compact output), got " + std::to_string(*indent_option));
+    Fail(L, api,
+         "option 'indent' must be an integer from 0 to " + std::to_string(kMaxIndent) +
+             " (omit it for compact output), got " + std::to_string(*indent_option));
   }
   const int indent = static_cast<int>(indent_option.value_or(-1));  // -1: compact
   Json j = ToJson(L, 1, "$", 0);
@@ -245,7 +262,8 @@ int Decode(lua_State* L) {
     try {
       j = Json::parse(text, text + len);
     } catch (const nlohmann::json::parse_error& e) {
-      // "[json.exception.parse_error.101] parse error at line 1, column 3: ..." -> the part after "] ".
+      // "[json.exception.parse_error.101] parse error at line 1, column 3: ..." -> the part after
+      // "] ".
       std::string what = e.what();
       const size_t cut = what.find("] ");
       throw std::runtime_error(cut == std::string::npos ? what : what.substr(cut + 2));

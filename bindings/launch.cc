@@ -44,7 +44,8 @@ std::string Describe(int status) {
 
 }  // namespace
 
-int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<std::string>& args) {
+int LaunchRanks(int nproc, const dist::GroupOptions& options,
+                const std::vector<std::string>& args) {
   if (nproc < 1 || nproc > kMaxRanks) {
     std::fprintf(stderr, "vtrun: --nproc must be in [1, %d], got %d\n", kMaxRanks, nproc);
     return 1;
@@ -54,11 +55,13 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<
   if (rendezvous.empty()) {
     // One host: a FileStore in a fresh directory (no port to pick or to collide).
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/vtrun-rendezvous-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/vtrun-rendezvous-XXXXXX";
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     if (mkdtemp(buf.data()) == nullptr) {
-      std::fprintf(stderr, "vtrun: --nproc: cannot make a rendezvous directory %s: %s\n", pattern.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "vtrun: --nproc: cannot make a rendezvous directory %s: %s\n",
+                   pattern.c_str(), std::strerror(errno));
       return 1;
     }
     made_dir = buf.data();
@@ -74,8 +77,14 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<
   int failed_rank = -1;
   std::string failure;
   for (int r = 0; r < nproc; ++r) {
-    std::vector<std::string> argv = {args.empty() ? "vtrun" : args[0], "--world", std::to_string(nproc), "--rank",
-                                     std::to_string(r), "--rendezvous", rendezvous, "--timeout",
+    std::vector<std::string> argv = {args.empty() ? "vtrun" : args[0],
+                                     "--world",
+                                     std::to_string(nproc),
+                                     "--rank",
+                                     std::to_string(r),
+                                     "--rendezvous",
+                                     rendezvous,
+                                     "--timeout",
                                      std::to_string(options.timeout_seconds)};
     if (!options.interface_host.empty()) {
       argv.push_back("--gloo-host");
@@ -116,7 +125,8 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<
   auto deadline = std::chrono::steady_clock::time_point::max();
   while (running > 0) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, deadline == std::chrono::steady_clock::time_point::max() ? 0 : WNOHANG);
+    const pid_t pid = waitpid(
+        -1, &status, deadline == std::chrono::steady_clock::time_point::max() ? 0 : WNOHANG);
     if (pid < 0 && errno == EINTR) continue;
     if (pid < 0) break;
     if (pid == 0) {
@@ -148,7 +158,8 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options, const std::vector<
     std::filesystem::remove_all(made_dir, ec);
   }
   if (failed_rank >= 0) {
-    std::fprintf(stderr, "vtrun: rank %d of %d %s; stopped the other ranks\n", failed_rank, nproc, failure.c_str());
+    std::fprintf(stderr, "vtrun: rank %d of %d %s; stopped the other ranks\n", failed_rank, nproc,
+                 failure.c_str());
     return 1;
   }
   return 0;

@@ -21,7 +21,8 @@ void Fail(lua_State* L, const char* api, const std::string& message) {
   __builtin_unreachable();
 }
 
-bool CheckOptions(lua_State* L, int idx, const char* api, std::initializer_list<const char*> valid) {
+bool CheckOptions(lua_State* L, int idx, const char* api,
+                  std::initializer_list<const char*> valid) {
   if (lua_isnoneornil(L, idx)) return false;
   if (!lua_istable(L, idx)) {
     Fail(L, api, std::string("options must be a table, got ") + luaL_typename(L, idx));
@@ -41,8 +42,9 @@ bool CheckOptions(lua_State* L, int idx, const char* api, std::initializer_list<
       std::sort(names.begin(), names.end());
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1)
-                                                       : std::string("<") + luaL_typename(L, -1) + ">";
+      std::string key = lua_type(L, -1) == LUA_TSTRING
+                            ? lua_tostring(L, -1)
+                            : std::string("<") + luaL_typename(L, -1) + ">";
       Fail(L, api, "unknown option '" + key + "' (valid: " + list + ")");
     }
   }
@@ -140,7 +142,8 @@ std::string CheckString(lua_State* L, int arg) {
 }
 
 void CheckTable(lua_State* L, int arg) {
-  if (!lua_istable(L, arg)) ArgError(L, arg, std::string("table expected, got ") + luaL_typename(L, arg));
+  if (!lua_istable(L, arg))
+    ArgError(L, arg, std::string("table expected, got ") + luaL_typename(L, arg));
 }
 
 int64_t CheckInteger(lua_State* L, int arg) {
@@ -159,7 +162,8 @@ void SetFuncs(lua_State* L, const luaL_Reg* funcs) {
   }
 }
 
-void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods, const luaL_Reg* metamethods) {
+void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods,
+                   const luaL_Reg* metamethods) {
   luaL_newmetatable(L, mt);
   lua_newtable(L);
   SetFuncs(L, methods);

@@ -8,9 +8,9 @@
 #pragma once
 
 #include <c10/util/Exception.h>
-#include <lua.hpp>
 
 #include <initializer_list>
+#include <lua.hpp>
 #include <memory>
 #include <new>
 #include <optional>
@@ -96,7 +96,8 @@ T& CheckUserdata(lua_State* L, int idx, const char* mt, const char* type_name) {
 
 // Registers a metatable `mt` with methods `methods` reachable through __index and the
 // given metamethods (which may include __index to override). Leaves nothing on the stack.
-void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods, const luaL_Reg* metamethods);
+void RegisterClass(lua_State* L, const char* mt, const luaL_Reg* methods,
+                   const luaL_Reg* metamethods);
 
 // Sets `t[name] = f` for every entry of `funcs` on the table at the top of the stack; each
 // function gets its name as upvalue 1 (used by ArgError).

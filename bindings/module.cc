@@ -1,14 +1,14 @@
 #include "bindings/module.h"
 
+#include <luajit.h>
+
+#include <chrono>
+
 #include "bindings/lua_support.h"
 #include "bindings/tensor.h"
 #include "runtime/common/threads.h"
 #include "runtime/common/version.h"
 #include "store/version.h"
-
-#include <luajit.h>
-
-#include <chrono>
 
 namespace vt::lua {
 namespace {
@@ -32,7 +32,9 @@ int Version(lua_State* L) {
 
 // Monotonic wall-clock seconds (os.clock is CPU time, os.time whole seconds).
 int Clock(lua_State* L) {
-  lua_pushnumber(L, std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  lua_pushnumber(
+      L,
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count());
   return 1;
 }
 
@@ -54,11 +56,8 @@ int SetThreadsFn(lua_State* L) {
 
 void OpenSystem(lua_State* L) {
   const luaL_Reg funcs[] = {
-      {"version", Version},
-      {"threads", GetThreads},
-      {"clock", Clock},
-      {"set_threads", SetThreadsFn},
-      {nullptr, nullptr},
+      {"version", Version},          {"threads", GetThreads}, {"clock", Clock},
+      {"set_threads", SetThreadsFn}, {nullptr, nullptr},
   };
   SetFuncs(L, funcs);
 }

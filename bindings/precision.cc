@@ -165,7 +165,8 @@ int DivergenceFn(lua_State* L) {
   int bits = 32;
   if (!lua_isnoneornil(L, 3)) {
     const int64_t b = CheckInteger(L, 3);
-    if (b < prec::kMinBits || b > prec::kMaxBits) Fail(L, api, "bits must be an integer in [10, 32], got " + std::to_string(b));
+    if (b < prec::kMinBits || b > prec::kMaxBits)
+      Fail(L, api, "bits must be an integer in [10, 32], got " + std::to_string(b));
     bits = static_cast<int>(b);
   }
   if (!x.sizes().equals(y.sizes())) Fail(L, api, "the tensors have different shapes");
@@ -267,7 +268,9 @@ int RecordFlipped(lua_State* L) {
   if (!lua_isnoneornil(L, 2)) {
     position = CheckInteger(L, 2);
     if (position < 0 || position >= r.size()) {
-      ArgError(L, 2, "position " + std::to_string(position) + " is outside [0, " + std::to_string(r.size()) + ")");
+      ArgError(L, 2,
+               "position " + std::to_string(position) + " is outside [0, " +
+                   std::to_string(r.size()) + ")");
     }
     const auto state = r.state(position);
     if (state != prec::LogState::kDown && state != prec::LogState::kUp) {
@@ -284,9 +287,10 @@ int RecordFlipped(lua_State* L) {
   }
   return Protect(L, "vt.LogRecord:flipped", [&] {
     std::vector<uint8_t> states(r.states(), r.states() + r.size());
-    states[static_cast<size_t>(position)] =
-        static_cast<uint8_t>(r.state(position) == prec::LogState::kDown ? prec::LogState::kUp : prec::LogState::kDown);
-    PushRecord(L, std::make_shared<prec::LogRecord>(prec::LogRecord::FromStates(std::move(states), r.exact())));
+    states[static_cast<size_t>(position)] = static_cast<uint8_t>(
+        r.state(position) == prec::LogState::kDown ? prec::LogState::kUp : prec::LogState::kDown);
+    PushRecord(L, std::make_shared<prec::LogRecord>(
+                      prec::LogRecord::FromStates(std::move(states), r.exact())));
     return 1;
   });
 }
@@ -419,8 +423,11 @@ void OpenPrecision(lua_State* L) {
   RegisterClass(L, kLogRecordMeta, methods, metamethods);
 
   const luaL_Reg funcs[] = {
-      {"round", RoundFn}, {"replay", ReplayFn},
-      {"grid", GridFn},   {"bench_rounding", BenchRoundingFn}, {"divergence", DivergenceFn},
+      {"round", RoundFn},
+      {"replay", ReplayFn},
+      {"grid", GridFn},
+      {"bench_rounding", BenchRoundingFn},
+      {"divergence", DivergenceFn},
       {nullptr, nullptr},
   };
   SetFuncs(L, funcs);

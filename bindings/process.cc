@@ -38,7 +38,8 @@ class Child {
     // One socket pair is the child's stdin and stdout: writes to a child that died then
     // fail with EPIPE (MSG_NOSIGNAL) instead of killing this process with SIGPIPE.
     int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw Error(std::string("socketpair: ") + std::strerror(errno));
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+      throw Error(std::string("socketpair: ") + std::strerror(errno));
     pid_ = fork();
     if (pid_ < 0) throw Error(std::string("fork: ") + std::strerror(errno));
     if (pid_ == 0) {
@@ -49,7 +50,8 @@ class Child {
       for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
       execvp(args[0], args.data());
-      const std::string msg = "vt.process.spawn: cannot run '" + argv[0] + "': " + std::strerror(errno) + "\n";
+      const std::string msg =
+          "vt.process.spawn: cannot run '" + argv[0] + "': " + std::strerror(errno) + "\n";
       (void)!write(2, msg.data(), msg.size());
       _exit(127);
     }
@@ -68,20 +70,24 @@ class Child {
   int pid() const { return pid_; }
 
   void Send(const std::string& line) {
-    if (sock_ < 0 || input_closed_) throw Error("the input of process " + std::to_string(pid_) + " is closed");
+    if (sock_ < 0 || input_closed_)
+      throw Error("the input of process " + std::to_string(pid_) + " is closed");
     std::string data = line + "\n";
     size_t done = 0;
     while (done < data.size()) {
       ssize_t n = send(sock_, data.data() + done, data.size() - done, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw Error("process " + std::to_string(pid_) + " does not read its input (" + std::strerror(errno) + ")");
+      if (n < 0)
+        throw Error("process " + std::to_string(pid_) + " does not read its input (" +
+                    std::strerror(errno) + ")");
       done += static_cast<size_t>(n);
     }
   }
 
   // A line without its newline; nullopt with *why = "timeout" or "closed".
   std::optional<std::string> Receive(double timeout_s, std::string* why) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (true) {
       const size_t nl = buffer_.find('\n');
       if (nl != std::string::npos) {
@@ -93,7 +99,8 @@ class Child {
         *why = "closed";
         return std::nullopt;
       }
-      const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+      const double left =
+          std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0) {
         *why = "timeout";
         return std::nullopt;
@@ -111,7 +118,8 @@ class Child {
         continue;
       }
       buffer_.append(chunk, static_cast<size_t>(n));
-      if (buffer_.size() > kMaxLine) throw Error("process " + std::to_string(pid_) + " sent a line over 1 GiB");
+      if (buffer_.size() > kMaxLine)
+        throw Error("process " + std::to_string(pid_) + " sent a line over 1 GiB");
     }
   }
 
@@ -123,7 +131,8 @@ class Child {
   // The exit status (128 + signal for a killed child), or nullopt after `timeout_s`.
   std::optional<int> Wait(double timeout_s) {
     if (reaped_) return status_;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (true) {
       int status = 0;
       pid_t r = waitpid(pid_, &status, WNOHANG);
@@ -152,7 +161,9 @@ class Child {
 
 using ChildPtr = std::shared_ptr<Child>;
 
-ChildPtr& CheckChild(lua_State* L) { return CheckUserdata<ChildPtr>(L, 1, kProcessMeta, "vt.Process"); }
+ChildPtr& CheckChild(lua_State* L) {
+  return CheckUserdata<ChildPtr>(L, 1, kProcessMeta, "vt.Process");
+}
 
 // vt.process.spawn({argv...} [, {env = {"K=V", ...}}])
 int Spawn(lua_State* L) {
@@ -161,7 +172,8 @@ int Spawn(lua_State* L) {
   std::vector<std::string> argv;
   for (int i = 1; i <= static_cast<int>(lua_objlen(L, 1)); ++i) {
     lua_rawgeti(L, 1, i);
-    if (lua_type(L, -1) != LUA_TSTRING) Fail(L, api, "argv[" + std::to_string(i) + "] must be a string");
+    if (lua_type(L, -1) != LUA_TSTRING)
+      Fail(L, api, "argv[" + std::to_string(i) + "] must be a string");
     argv.emplace_back(lua_tostring(L, -1));
     lua_pop(L, 1);
   }
@@ -174,7 +186,8 @@ int Spawn(lua_State* L) {
       for (int i = 1; i <= static_cast<int>(lua_objlen(L, -1)); ++i) {
         lua_rawgeti(L, -1, i);
         const char* kv = lua_tostring(L, -1);
-        if (kv == nullptr || std::strchr(kv, '=') == nullptr) Fail(L, api, "env entries are strings \"NAME=value\"");
+        if (kv == nullptr || std::strchr(kv, '=') == nullptr)
+          Fail(L, api, "env entries are strings \"NAME=value\"");
         env.emplace_back(kv);
         lua_pop(L, 1);
       }
@@ -251,7 +264,8 @@ int ToString(lua_State* L) {
 int Executable(lua_State* L) {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n < 0) Fail(L, "vt.executable", std::string("readlink /proc/self/exe: ") + std::strerror(errno));
+  if (n < 0)
+    Fail(L, "vt.executable", std::string("readlink /proc/self/exe: ") + std::strerror(errno));
   lua_pushlstring(L, buf, static_cast<size_t>(n));
   return 1;
 }
@@ -259,9 +273,11 @@ int Executable(lua_State* L) {
 }  // namespace
 
 void OpenProcess(lua_State* L) {
-  const luaL_Reg methods[] = {{"send", Send}, {"receive", Receive}, {"close_input", CloseInput}, {"wait", Wait},
-                              {"kill", KillChild}, {"pid", Pid}, {nullptr, nullptr}};
-  const luaL_Reg meta[] = {{"__gc", DestroyUserdata<ChildPtr>}, {"__tostring", ToString}, {nullptr, nullptr}};
+  const luaL_Reg methods[] = {{"send", Send},    {"receive", Receive}, {"close_input", CloseInput},
+                              {"wait", Wait},    {"kill", KillChild},  {"pid", Pid},
+                              {nullptr, nullptr}};
+  const luaL_Reg meta[] = {
+      {"__gc", DestroyUserdata<ChildPtr>}, {"__tostring", ToString}, {nullptr, nullptr}};
   RegisterClass(L, kProcessMeta, methods, meta);
   const luaL_Reg funcs[] = {{"spawn", Spawn}, {nullptr, nullptr}};
   lua_newtable(L);

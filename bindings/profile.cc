@@ -146,7 +146,8 @@ at::Tensor OptGrad(lua_State* L, int idx, const char* api) {
 
 // Pushes op(inputs) and, when `grad` is defined, the gradients of the floating-point inputs
 // (in order) for that output gradient, all computed under the current profile.
-int PushOpWithGrads(lua_State* L, const char* api, std::vector<at::Tensor> inputs, const at::Tensor& grad,
+int PushOpWithGrads(lua_State* L, const char* api, std::vector<at::Tensor> inputs,
+                    const at::Tensor& grad,
                     const std::function<at::Tensor(const std::vector<at::Tensor>&)>& op) {
   return Protect(L, api, [&] {
     at::AutoGradMode enable(grad.defined());
@@ -163,7 +164,8 @@ int PushOpWithGrads(lua_State* L, const char* api, std::vector<at::Tensor> input
       return 1;
     }
     if (!grad.sizes().equals(y.sizes())) {
-      throw Error("option 'grad' must have the output's shape " + c10::str(y.sizes()) + ", got " + c10::str(grad.sizes()));
+      throw Error("option 'grad' must have the output's shape " + c10::str(y.sizes()) + ", got " +
+                  c10::str(grad.sizes()));
     }
     auto grads = torch::autograd::grad({y}, wrt, {grad.to(y.scalar_type())});
     PushTensor(L, y.detach());
@@ -175,13 +177,15 @@ int PushOpWithGrads(lua_State* L, const char* api, std::vector<at::Tensor> input
 int OpsSoftmax(lua_State* L) {
   at::Tensor& x = CheckTensor(L, 1);
   at::Tensor grad = OptGrad(L, 2, "vt.ops.softmax");
-  return PushOpWithGrads(L, "vt.ops.softmax", {x}, grad, [](const auto& in) { return nn::SoftmaxOp(in[0], "softmax"); });
+  return PushOpWithGrads(L, "vt.ops.softmax", {x}, grad,
+                         [](const auto& in) { return nn::SoftmaxOp(in[0], "softmax"); });
 }
 
 int OpsLogSoftmax(lua_State* L) {
   at::Tensor& x = CheckTensor(L, 1);
   at::Tensor grad = OptGrad(L, 2, "vt.ops.log_softmax");
-  return PushOpWithGrads(L, "vt.ops.log_softmax", {x}, grad, [](const auto& in) { return nn::LogSoftmaxOp(in[0], "log_softmax"); });
+  return PushOpWithGrads(L, "vt.ops.log_softmax", {x}, grad,
+                         [](const auto& in) { return nn::LogSoftmaxOp(in[0], "log_softmax"); });
 }
 
 int OpsLayerNorm(lua_State* L) {
@@ -189,8 +193,9 @@ int OpsLayerNorm(lua_State* L) {
   at::Tensor& w = CheckTensor(L, 2);
   at::Tensor& b = CheckTensor(L, 3);
   at::Tensor grad = OptGrad(L, 4, "vt.ops.layer_norm");
-  return PushOpWithGrads(L, "vt.ops.layer_norm", {x, w, b}, grad,
-                         [](const auto& in) { return nn::LayerNormOp(in[0], in[1], in[2], 1e-5, "layer_norm"); });
+  return PushOpWithGrads(L, "vt.ops.layer_norm", {x, w, b}, grad, [](const auto& in) {
+    return nn::LayerNormOp(in[0], in[1], in[2], 1e-5, "layer_norm");
+  });
 }
 
 int OpsBatchNorm(lua_State* L) {
@@ -198,18 +203,22 @@ int OpsBatchNorm(lua_State* L) {
   at::Tensor& w = CheckTensor(L, 2);
   at::Tensor& b = CheckTensor(L, 3);
   at::Tensor grad = OptGrad(L, 4, "vt.ops.batch_norm");
-  return PushOpWithGrads(L, "vt.ops.batch_norm", {x, w, b}, grad,
-                         [](const auto& in) { return nn::BatchNormTrainOp(in[0], in[1], in[2], 1e-5, "batch_norm").y; });
+  return PushOpWithGrads(L, "vt.ops.batch_norm", {x, w, b}, grad, [](const auto& in) {
+    return nn::BatchNormTrainOp(in[0], in[1], in[2], 1e-5, "batch_norm").y;
+  });
 }
 
 int OpsEmbedding(lua_State* L) {
   at::Tensor& w = CheckTensor(L, 1);
   at::Tensor& indices = CheckTensor(L, 2);
   at::Tensor grad = OptGrad(L, 3, "vt.ops.embedding");
-  if (indices.scalar_type() != at::kLong) Fail(L, "vt.ops.embedding", "indices must be an int64 tensor");
+  if (indices.scalar_type() != at::kLong)
+    Fail(L, "vt.ops.embedding", "indices must be an int64 tensor");
   if (w.dim() != 2) Fail(L, "vt.ops.embedding", "weight must be [rows, dim]");
-  if (indices.numel() > 0 && (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= w.size(0))) {
-    Fail(L, "vt.ops.embedding", ("indices must be in [0, " + std::to_string(w.size(0)) + ")").c_str());
+  if (indices.numel() > 0 &&
+      (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= w.size(0))) {
+    Fail(L, "vt.ops.embedding",
+         ("indices must be in [0, " + std::to_string(w.size(0)) + ")").c_str());
   }
   return PushOpWithGrads(L, "vt.ops.embedding", {w, indices}, grad,
                          [](const auto& in) { return nn::EmbeddingOp(in[0], in[1]); });

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "runtime/common/error.h"
@@ -33,7 +33,9 @@ std::string Seconds(double s) {
 
 }  // namespace
 
-RunProgress::Mode RunProgress::Default() { return isatty(STDERR_FILENO) ? Mode::kBar : Mode::kLines; }
+RunProgress::Mode RunProgress::Default() {
+  return isatty(STDERR_FILENO) ? Mode::kBar : Mode::kLines;
+}
 
 RunProgress::RunProgress(const train::Runner& runner, Mode mode, const std::string& metrics)
     : runner_(runner), mode_(mode) {
@@ -41,7 +43,8 @@ RunProgress::RunProgress(const train::Runner& runner, Mode mode, const std::stri
            runner.options().profile;
   if (!metrics.empty()) {
     metrics_ = std::fopen(metrics.c_str(), "a");
-    if (metrics_ == nullptr) throw Error("cannot open metrics file '" + metrics + "': " + std::strerror(errno));
+    if (metrics_ == nullptr)
+      throw Error("cannot open metrics file '" + metrics + "': " + std::strerror(errno));
   }
   start_ = last_draw_ = std::chrono::steady_clock::now();
   const int64_t first = runner.step();
@@ -53,14 +56,15 @@ RunProgress::~RunProgress() {
   if (metrics_ != nullptr) std::fclose(metrics_);
 }
 
-std::string RunProgress::Line(const train::StepReport& rep, double elapsed, int64_t done_here, int columns) const {
+std::string RunProgress::Line(const train::StepReport& rep, double elapsed, int64_t done_here,
+                              int columns) const {
   const int64_t n = std::max<int64_t>(runner_.last_step(), 1);
   const double rate = done_here / std::max(elapsed, 1e-9);
   const double eta = (n - rep.step) / std::max(rate, 1e-9);
   char counts[160];
   std::snprintf(counts, sizeof counts, " %lld/%lld  %.2f it/s  ETA %s  loss %.4f  logged %lld",
-                static_cast<long long>(rep.step), static_cast<long long>(n), rate, Seconds(eta).c_str(), rep.loss,
-                static_cast<long long>(rep.logged));
+                static_cast<long long>(rep.step), static_cast<long long>(n), rate,
+                Seconds(eta).c_str(), rep.loss, static_cast<long long>(rep.logged));
   std::string text = label_;
   if (mode_ == Mode::kBar) {
     // The bar takes what the label and the counts leave, between 10 and 30 columns.
@@ -72,7 +76,8 @@ std::string RunProgress::Line(const train::StepReport& rep, double elapsed, int6
     }
   }
   text += counts;
-  if (mode_ == Mode::kBar && static_cast<int>(text.size()) > columns - 1) text.resize(std::max(columns - 1, 0));
+  if (mode_ == Mode::kBar && static_cast<int>(text.size()) > columns - 1)
+    text.resize(std::max(columns - 1, 0));
   return text;
 }
 
@@ -81,11 +86,13 @@ void RunProgress::Step(const train::StepReport& rep, int64_t done_here) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   if (metrics_ != nullptr) {
     std::fprintf(metrics_,
-                 "{\"role\":\"%s\",\"step\":%lld,\"loss\":%.17g,\"logged\":%lld,\"steerable\":%lld,\"corrections\":%lld,"
+                 "{\"role\":\"%s\",\"step\":%lld,\"loss\":%.17g,\"logged\":%lld,\"steerable\":%lld,"
+                 "\"corrections\":%lld,"
                  "\"illegitimate\":%lld,\"seconds\":%.6f}\n",
-                 label_.substr(0, label_.find(' ')).c_str(), static_cast<long long>(rep.step), rep.loss,
-                 static_cast<long long>(rep.logged), static_cast<long long>(rep.steerable),
-                 static_cast<long long>(rep.corrections), static_cast<long long>(rep.illegitimate), rep.seconds);
+                 label_.substr(0, label_.find(' ')).c_str(), static_cast<long long>(rep.step),
+                 rep.loss, static_cast<long long>(rep.logged),
+                 static_cast<long long>(rep.steerable), static_cast<long long>(rep.corrections),
+                 static_cast<long long>(rep.illegitimate), rep.seconds);
     std::fflush(metrics_);
   }
   const int64_t n = std::max<int64_t>(runner_.last_step(), 1);

@@ -34,7 +34,8 @@ class RunProgress {
   static Mode Default();
 
  private:
-  std::string Line(const train::StepReport& report, double elapsed, int64_t done_here, int columns) const;
+  std::string Line(const train::StepReport& report, double elapsed, int64_t done_here,
+                   int columns) const;
 
   const train::Runner& runner_;
   Mode mode_;

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <lua.hpp>
-
 #include <vector>
 
 #include "store/store.h"

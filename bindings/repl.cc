@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <luajit.h>
 #include <readline/history.h>
 #include <readline/readline.h>
 #include <signal.h>
@@ -18,8 +19,6 @@
 
 #include "bindings/host.h"
 #include "runtime/common/version.h"
-
-#include <luajit.h>
 
 namespace vt::lua {
 namespace {
@@ -51,15 +50,18 @@ class Repl {
   explicit Repl(lua_State* L) : L_(L), history_(HistoryPath()) {}
 
   int Run() {
-    std::printf("vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API; ?name shows its\n"
-                "documentation; a trailing ; hides a line's values; vt.repl.options{precision = 17} shows more digits.\n",
-                VTRUN_VERSION, LUAJIT_VERSION, TorchVersion().c_str());
+    std::printf(
+        "vtrun %s (%s, LibTorch %s). Ctrl-D exits; `vt.` + Tab lists the API; ?name shows its\n"
+        "documentation; a trailing ; hides a line's values; vt.repl.options{precision = 17} shows "
+        "more digits.\n",
+        VTRUN_VERSION, LUAJIT_VERSION, TorchVersion().c_str());
     LoadHelpers();
     // LuaJIT's compiled loops never check the interrupt hook, so Ctrl-C could not stop
     // `while true do end`. The REPL therefore interprets Lua (the heavy work is C++ anyway)
     // unless VTRUN_REPL_JIT=1.
     const char* jit = std::getenv("VTRUN_REPL_JIT");
-    if (jit == nullptr || std::string(jit) != "1") luaJIT_setmode(L_, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    if (jit == nullptr || std::string(jit) != "1")
+      luaJIT_setmode(L_, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
     using_history();
     stifle_history(kHistoryLines);
     // append_history only appends to an existing file, so create it on first use.
@@ -78,7 +80,8 @@ class Repl {
       FD_ZERO(&fds);
       FD_SET(STDIN_FILENO, &fds);
       FD_SET(g_interrupt_pipe[0], &fds);
-      int ready = select(std::max(STDIN_FILENO, g_interrupt_pipe[0]) + 1, &fds, nullptr, nullptr, nullptr);
+      int ready =
+          select(std::max(STDIN_FILENO, g_interrupt_pipe[0]) + 1, &fds, nullptr, nullptr, nullptr);
       if (ready < 0) {
         if (errno == EINTR) continue;
         break;
@@ -194,7 +197,8 @@ class Repl {
     }
     const auto start = std::chrono::steady_clock::now();
     status = CallInterruptible(L_, 0, LUA_MULTRET);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (status != 0) {
       ReportError(L_);
       return true;

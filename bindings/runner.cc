@@ -3,6 +3,8 @@
 // vt.trainer and vt.auditor run a spec (vt.spec, train.cc) on a device profile against a
 // store and return a vt.Runner (step, steps, run, evaluate, checkpoint, root, ...). Steps
 // count from 1, leaves from 0. What this file shares with train.cc is in train_support.h.
+#include "runtime/train/runner.h"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -28,7 +30,6 @@
 #include "runtime/common/error.h"
 #include "runtime/tensor/safetensors.h"
 #include "runtime/train/deviation.h"
-#include "runtime/train/runner.h"
 #include "runtime/train/spec_check.h"
 #include "store/store.h"
 
@@ -39,10 +40,13 @@ constexpr const char* kRunnerMeta = "vt.Runner";
 
 using RunnerPtr = std::shared_ptr<train::Runner>;
 
-RunnerPtr& CheckRunner(lua_State* L, int idx) { return CheckUserdata<RunnerPtr>(L, idx, kRunnerMeta, "vt.Runner"); }
+RunnerPtr& CheckRunner(lua_State* L, int idx) {
+  return CheckUserdata<RunnerPtr>(L, idx, kRunnerMeta, "vt.Runner");
+}
 
 // Reads the options shared by trainers and auditors (table at 1).
-train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* spec, bool store_required = true) {
+train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* spec,
+                                       bool store_required = true) {
   lua_getfield(L, 1, "spec");
   SpecPtr* s = static_cast<SpecPtr*>(luaL_testudata(L, -1, kSpecMeta));
   if (s == nullptr) Fail(L, api, "option 'spec' is required: a vt.Spec");
@@ -56,8 +60,10 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
   lua_pop(L, 1);
   lua_getfield(L, 1, "store");
   StorePtr* st = static_cast<StorePtr*>(luaL_testudata(L, -1, kStoreMeta));
-  if (st != nullptr) o.store = *st;
-  else if (store_required) Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
+  if (st != nullptr)
+    o.store = *st;
+  else if (store_required)
+    Fail(L, api, "option 'store' is required: this party's vt.store.open(path)");
   lua_pop(L, 1);
   // In a data-parallel group (vtrun --nproc/--world) every runner is one rank of it; only
   // rank 0 keeps a store (runtime/train/runner.h).
@@ -76,7 +82,9 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
       const char* kind = lua_tostring(L, -1);
       const std::string k = kind ? kind : "";
       int bit = k == "fwd" ? 0 : k == "bwd" ? 1 : k == "grad" ? 2 : k == "update" ? 3 : -1;
-      if (bit < 0) Fail(L, api, "option 'capture' lists boundary kinds: fwd, bwd, grad, update (got '" + k + "')");
+      if (bit < 0)
+        Fail(L, api,
+             "option 'capture' lists boundary kinds: fwd, bwd, grad, update (got '" + k + "')");
       o.capture_kinds |= 1u << bit;
       lua_pop(L, 1);
     }
@@ -90,7 +98,9 @@ train::RunnerOptions ReadRunnerOptions(lua_State* L, const char* api, SpecPtr* s
 int TrainerNew(lua_State* L) {
   const char* api = "vt.trainer";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "mode", "init", "deviate", "capture"});
+  CheckOptions(L, 1, api,
+               {"spec", "data", "store", "run", "profile", "metadata", "mode", "init", "deviate",
+                "capture"});
   std::string mode_name = OptString(L, 1, api, "mode").value_or("log");
   nn::Mode mode = nn::Mode::kLog;
   Protect(L, api, [&] {
@@ -105,7 +115,9 @@ int TrainerNew(lua_State* L) {
   lua_getfield(L, 1, "deviate");
   if (!lua_isnil(L, -1)) {
     const int t = lua_gettop(L);
-    if (!lua_istable(L, t)) Fail(L, api, "option 'deviate' must be a table {kind=, from_step=, to_step=, amount=, target=}");
+    if (!lua_istable(L, t))
+      Fail(L, api,
+           "option 'deviate' must be a table {kind=, from_step=, to_step=, amount=, target=}");
     CheckOptions(L, t, "vt.trainer deviate", {"kind", "from_step", "to_step", "amount", "target"});
     std::string kind = OptString(L, t, api, "kind").value_or("none");
     Protect(L, api, [&] {
@@ -137,7 +149,9 @@ std::map<const train::Runner*, std::shared_ptr<GivenRecords>>& GivenSources() {
 int AuditorNew(lua_State* L) {
   const char* api = "vt.auditor";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init", "start", "capture"});
+  CheckOptions(L, 1, api,
+               {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init",
+                "start", "capture"});
   SpecPtr spec;
   train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, false);
   // logs: the trainer (its store and run), a store holding the trainer's run `logs_run`, or
@@ -155,7 +169,9 @@ int AuditorNew(lua_State* L) {
     given = std::make_shared<GivenRecords>();
   } else if (!(DefaultGroup() && DefaultGroup()->rank() != 0 && lua_isnil(L, -1))) {
     // (Ranks other than 0 of a group get their records from rank 0.)
-    Fail(L, api, "option 'logs' is required: the trainer, a store holding its run (with logs_run=), or \"given\"");
+    Fail(L, api,
+         "option 'logs' is required: the trainer, a store holding its run (with logs_run=), or "
+         "\"given\"");
   }
   lua_pop(L, 1);
   // start = {step=, checkpoint=}: a judge's starting point (no store).
@@ -173,7 +189,8 @@ int AuditorNew(lua_State* L) {
     source = [given](int64_t step) {
       auto it = given->pending.find(step);
       if (it == given->pending.end()) {
-        throw Error("this auditor replays given records: pass step " + std::to_string(step) + "'s records to step(records)");
+        throw Error("this auditor replays given records: pass step " + std::to_string(step) +
+                    "'s records to step(records)");
       }
       std::vector<store::LogRecord> records = std::move(it->second);
       given->pending.erase(it);
@@ -182,7 +199,9 @@ int AuditorNew(lua_State* L) {
   } else if (logs) {
     source = train::StoreRecords(logs, logs_run);
   } else {
-    source = [](int64_t) -> std::vector<store::LogRecord> { throw Error("this rank reads no logs (rank 0 does)"); };
+    source = [](int64_t) -> std::vector<store::LogRecord> {
+      throw Error("this rank reads no logs (rank 0 does)");
+    };
   }
   return Protect(L, api, [&] {
     if (logs) train::CheckLogsSpec(*logs, logs_run, *spec);
@@ -255,9 +274,12 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
     lua_newtable(L);
     for (const auto& [name, d] : r.divergence_stats) {
       lua_newtable(L);
-      SetNumbers(L, {{"calls", static_cast<double>(d.calls)}, {"elements", static_cast<double>(d.elements)},
-                     {"differ", static_cast<double>(d.differ)}, {"straddles", static_cast<double>(d.straddles)},
-                     {"missing", static_cast<double>(d.missing)}, {"max_rel", d.max_rel}});
+      SetNumbers(L, {{"calls", static_cast<double>(d.calls)},
+                     {"elements", static_cast<double>(d.elements)},
+                     {"differ", static_cast<double>(d.differ)},
+                     {"straddles", static_cast<double>(d.straddles)},
+                     {"missing", static_cast<double>(d.missing)},
+                     {"max_rel", d.max_rel}});
       lua_setfield(L, -2, name.c_str());
     }
     lua_setfield(L, -2, "divergence_stats");
@@ -281,7 +303,8 @@ int RunnerStep(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   if (!lua_isnoneornil(L, 2)) {
     auto it = GivenSources().find(r.get());
-    if (it == GivenSources().end()) Fail(L, api, "records are only for an auditor made with logs = \"given\"");
+    if (it == GivenSources().end())
+      Fail(L, api, "records are only for an auditor made with logs = \"given\"");
     it->second->pending[r->step() + 1] = ReadRecords(L, 2, api);
   }
   CheckOptions(L, 3, api, {"compare"});
@@ -294,7 +317,8 @@ int RunnerStep(lua_State* L) {
       while (lua_next(L, t) != 0) {
         const char* key = lua_tostring(L, -2);
         const char* hash = key ? std::strrchr(key, '#') : nullptr;
-        if (hash == nullptr) Fail(L, api, "compare keys are \"boundary#call\" (a report's captured table)");
+        if (hash == nullptr)
+          Fail(L, api, "compare keys are \"boundary#call\" (a report's captured table)");
         reference[{std::string(key, hash), std::atoi(hash + 1)}] = CheckTensor(L, -1);
         lua_pop(L, 1);
       }
@@ -369,7 +393,8 @@ int RunnerRun(lua_State* L) {
   if (r->options().group && r->options().group->rank() != 0) mode = RunProgress::Mode::kNone;
   return Protect(L, api, [&] {
     RunProgress progress(*r, mode, metrics);
-    InterruptChecks checks;  // Ctrl-C stops the loop after a step; a second one does not kill the process
+    InterruptChecks
+        checks;  // Ctrl-C stops the loop after a step; a second one does not kill the process
     train::StepReport total;
     double loss = 0;
     int64_t steps = 0;
@@ -397,8 +422,8 @@ int RunnerRun(lua_State* L) {
     }
     progress.Finish();
     if (interrupted && (!r->options().group || r->options().group->rank() == 0)) {
-      std::fprintf(stderr, "interrupted after step %lld of %lld%s\n", static_cast<long long>(r->step()),
-                   static_cast<long long>(r->last_step()),
+      std::fprintf(stderr, "interrupted after step %lld of %lld%s\n",
+                   static_cast<long long>(r->step()), static_cast<long long>(r->last_step()),
                    r->options().store ? "; the steps done are stored, run() again resumes" : "");
     }
     total.step = r->step();
@@ -436,10 +461,14 @@ int RunnerEvaluate(lua_State* L) {
   if (trigger) {
     const auto shape = data->input_shape();
     if (shape.size() != 3 || shape[1] < 4 || shape[2] < 4) {
-      Fail(L, api, "trigger needs image data (inputs [C, H, W] of at least 4x4); '" + data->name() + "' has none");
+      Fail(L, api,
+           "trigger needs image data (inputs [C, H, W] of at least 4x4); '" + data->name() +
+               "' has none");
     }
     if (*trigger < 0 || *trigger >= data->classes()) {
-      Fail(L, api, "trigger must be a class in [0, " + std::to_string(data->classes()) + "), got " + std::to_string(*trigger));
+      Fail(L, api,
+           "trigger must be a class in [0, " + std::to_string(data->classes()) + "), got " +
+               std::to_string(*trigger));
     }
   }
   return Protect(L, api, [&] {
@@ -472,7 +501,8 @@ int RunnerEvaluate(lua_State* L) {
       outputs.push_back(logits.to(at::kDouble));
     }
     model.Train(was_training);
-    if (counted == 0) throw Error("no example of " + data->name() + " has a label other than the trigger's");
+    if (counted == 0)
+      throw Error("no example of " + data->name() + " has a label other than the trigger's");
     lua_newtable(L);
     SetNumbers(L, {{"loss", loss_sum / static_cast<double>(counted)},
                    {"accuracy", static_cast<double>(correct) / static_cast<double>(counted)},
@@ -498,7 +528,9 @@ int RunnerRoot(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   return Protect(L, "vt.runner.root", [&] {
     std::optional<std::string> root = RootHex(*r);
-    if (!root) throw Error("a " + std::string(r->options().store ? "" : "store-less ") + "runner keeps no store and has no root");
+    if (!root)
+      throw Error("a " + std::string(r->options().store ? "" : "store-less ") +
+                  "runner keeps no store and has no root");
     lua_pushstring(L, root->c_str());
     return 1;
   });
@@ -550,10 +582,14 @@ int RunnerExport(lua_State* L) {
   std::string path = CheckString(L, 2);
   return Protect(L, "vt.runner.export", [&] {
     std::vector<std::pair<std::string, at::Tensor>> tensors;
-    for (auto& [name, t] : r->model().NamedState()) tensors.emplace_back(name, t->detach().to(at::kFloat));
+    for (auto& [name, t] : r->model().NamedState())
+      tensors.emplace_back(name, t->detach().to(at::kFloat));
     SaveSafetensors(path, tensors,
-                    {{"spec_hash", r->spec().HashHex()}, {"run", r->run()}, {"step", std::to_string(r->step())},
-                     {"profile", r->options().profile}, {"format", "vtrun"}});
+                    {{"spec_hash", r->spec().HashHex()},
+                     {"run", r->run()},
+                     {"step", std::to_string(r->step())},
+                     {"profile", r->options().profile},
+                     {"format", "vtrun"}});
     return 0;
   });
 }
@@ -566,8 +602,9 @@ int RunnerGc(lua_State* L) {
 
 int RunnerToString(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
-  lua_pushfstring(L, "vt.Runner(run '%s' on profile %s: step %d of %d)", r->run().c_str(), r->options().profile.c_str(),
-                  static_cast<int>(r->step()), static_cast<int>(r->spec().steps()));
+  lua_pushfstring(L, "vt.Runner(run '%s' on profile %s: step %d of %d)", r->run().c_str(),
+                  r->options().profile.c_str(), static_cast<int>(r->step()),
+                  static_cast<int>(r->spec().steps()));
   return 1;
 }
 
@@ -576,12 +613,14 @@ int RunnerToString(lua_State* L) {
 // Registers vt.Runner and sets vt.trainer and vt.auditor.
 void OpenRunner(lua_State* L) {
   const luaL_Reg runner_methods[] = {
-      {"step", RunnerStep},   {"steps", RunnerSteps}, {"run", RunnerRun},       {"root", RunnerRoot},
-      {"done", RunnerDone},   {"step_count", RunnerStepCount}, {"spec", RunnerSpec}, {"store", RunnerStore},
-      {"run_id", RunnerRunId}, {"state", RunnerState}, {"export", RunnerExport}, {"checkpoint", RunnerCheckpoint}, {"evaluate", RunnerEvaluate},
-      {nullptr, nullptr},
+      {"step", RunnerStep},         {"steps", RunnerSteps},   {"run", RunnerRun},
+      {"root", RunnerRoot},         {"done", RunnerDone},     {"step_count", RunnerStepCount},
+      {"spec", RunnerSpec},         {"store", RunnerStore},   {"run_id", RunnerRunId},
+      {"state", RunnerState},       {"export", RunnerExport}, {"checkpoint", RunnerCheckpoint},
+      {"evaluate", RunnerEvaluate}, {nullptr, nullptr},
   };
-  const luaL_Reg runner_meta[] = {{"__gc", RunnerGc}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
+  const luaL_Reg runner_meta[] = {
+      {"__gc", RunnerGc}, {"__tostring", RunnerToString}, {nullptr, nullptr}};
   RegisterClass(L, kRunnerMeta, runner_methods, runner_meta);
 
   const luaL_Reg funcs[] = {{"trainer", TrainerNew}, {"auditor", AuditorNew}, {nullptr, nullptr}};

@@ -31,7 +31,8 @@ int Save(lua_State* L) {
     CheckTable(L, 3);
     lua_pushnil(L);
     while (lua_next(L, 3) != 0) {
-      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING) Fail(L, api, "metadata must map strings to strings");
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+        Fail(L, api, "metadata must map strings to strings");
       size_t klen = 0, vlen = 0;
       const char* k = lua_tolstring(L, -2, &klen);
       const char* v = lua_tolstring(L, -1, &vlen);

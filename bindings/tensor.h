@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+
 #include <lua.hpp>
 
 namespace vt::lua {

@@ -52,21 +52,26 @@ int TaggedTable(lua_State* L, const char* api, const char* tag_key, const char* 
 }
 
 int ModelMlp(lua_State* L) {
-  return TaggedTable(L, "vt.models.mlp", "type", "mlp", {"input_shape", "hidden", "classes", "dropout"});
+  return TaggedTable(L, "vt.models.mlp", "type", "mlp",
+                     {"input_shape", "hidden", "classes", "dropout"});
 }
 int ModelResNet(lua_State* L) {
-  return TaggedTable(L, "vt.models.resnet", "type", "resnet", {"depth", "width", "in_channels", "classes"});
+  return TaggedTable(L, "vt.models.resnet", "type", "resnet",
+                     {"depth", "width", "in_channels", "classes"});
 }
 int ModelGpt2(lua_State* L) {
-  return TaggedTable(L, "vt.models.gpt2", "type", "gpt2", {"layers", "d_model", "heads", "vocab", "context", "dropout"});
+  return TaggedTable(L, "vt.models.gpt2", "type", "gpt2",
+                     {"layers", "d_model", "heads", "vocab", "context", "dropout"});
 }
 int OptimSgd(lua_State* L) {
-  return TaggedTable(L, "vt.optim.sgd", "kind", "sgd",
-                     {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor"});
+  return TaggedTable(
+      L, "vt.optim.sgd", "kind", "sgd",
+      {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor"});
 }
 int OptimAdamW(lua_State* L) {
-  return TaggedTable(L, "vt.optim.adamw", "kind", "adamw",
-                     {"lr", "beta1", "beta2", "eps", "weight_decay", "schedule", "warmup", "min_factor"});
+  return TaggedTable(
+      L, "vt.optim.adamw", "kind", "adamw",
+      {"lr", "beta1", "beta2", "eps", "weight_decay", "schedule", "warmup", "min_factor"});
 }
 
 // ---- vt.spec ----
@@ -81,7 +86,9 @@ std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, c
       break;
     case LUA_TNUMBER: {
       double v = lua_tonumber(L, -1);
-      out = v == std::floor(v) && std::fabs(v) < 9007199254740992.0 ? std::to_string(static_cast<int64_t>(v)) : Num(v);
+      out = v == std::floor(v) && std::fabs(v) < 9007199254740992.0
+                ? std::to_string(static_cast<int64_t>(v))
+                : Num(v);
       break;
     }
     case LUA_TBOOLEAN:
@@ -94,7 +101,8 @@ std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, c
       std::string list;
       for (int i = 1; i <= static_cast<int>(lua_objlen(L, -1)); ++i) {
         lua_rawgeti(L, -1, i);
-        if (lua_type(L, -1) != LUA_TNUMBER) Fail(L, api, std::string("field '") + key + "' must be a list of integers");
+        if (lua_type(L, -1) != LUA_TNUMBER)
+          Fail(L, api, std::string("field '") + key + "' must be a list of integers");
         list += (i > 1 ? "," : "") + std::to_string(static_cast<int64_t>(lua_tonumber(L, -1)));
         lua_pop(L, 1);
       }
@@ -102,13 +110,15 @@ std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, c
       break;
     }
     default:
-      Fail(L, api, std::string("field '") + key + "' has an unsupported type " + luaL_typename(L, -1));
+      Fail(L, api,
+           std::string("field '") + key + "' has an unsupported type " + luaL_typename(L, -1));
   }
   lua_pop(L, 1);
   return out;
 }
 
-void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefix, std::map<std::string, std::string>* f) {
+void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefix,
+                std::map<std::string, std::string>* f) {
   CheckOptions(L, idx, api, {"band", "alpha"});
   if (auto band = FieldString(L, idx, api, "band")) (*f)[prefix + ".band"] = *band;
   if (auto alpha = FieldString(L, idx, api, "alpha")) (*f)[prefix + ".alpha"] = *alpha;
@@ -117,12 +127,15 @@ void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefi
 int SpecNew(lua_State* L) {
   const char* api = "vt.spec";
   CheckTable(L, 1);
-  CheckOptions(L, 1, api, {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every", "init", "shards"});
+  CheckOptions(L, 1, api,
+               {"model", "data", "optim", "batch", "steps", "seed", "round", "checkpoint_every",
+                "init", "shards"});
   std::string init_path = OptString(L, 1, api, "init").value_or("");
   std::map<std::string, std::string> f;
   // Model.
   lua_getfield(L, 1, "model");
-  if (!lua_istable(L, -1)) Fail(L, api, "option 'model' is required: a table from vt.models.mlp/resnet/gpt2");
+  if (!lua_istable(L, -1))
+    Fail(L, api, "option 'model' is required: a table from vt.models.mlp/resnet/gpt2");
   int model = lua_gettop(L);
   auto type = FieldString(L, model, api, "type");
   if (!type || (*type != "mlp" && *type != "resnet" && *type != "gpt2")) {
@@ -149,12 +162,14 @@ int SpecNew(lua_State* L) {
   } else if (!lua_isnil(L, optim)) {
     Fail(L, api, "option 'optim' must be a table from vt.optim.sgd or vt.optim.adamw");
   }
-  if (kind != "sgd" && kind != "adamw") Fail(L, api, "optim.kind must be sgd or adamw, got '" + kind + "'");
+  if (kind != "sgd" && kind != "adamw")
+    Fail(L, api, "optim.kind must be sgd or adamw, got '" + kind + "'");
   optim::OptimizerConfig defaults;
   defaults.kind = kind;
   std::map<std::string, std::string> o = defaults.Canonical();
   if (lua_istable(L, optim)) {
-    for (const char* key : {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup", "min_factor", "beta1", "beta2", "eps"}) {
+    for (const char* key : {"lr", "momentum", "nesterov", "weight_decay", "schedule", "warmup",
+                            "min_factor", "beta1", "beta2", "eps"}) {
       auto v = FieldString(L, optim, api, key);
       if (!v) continue;
       if (!o.count(key)) Fail(L, api, std::string("optim.") + key + " is not an option of " + kind);
@@ -170,27 +185,33 @@ int SpecNew(lua_State* L) {
   f["seed"] = FieldString(L, 1, api, "seed").value_or("0");
   f["checkpoint_every"] = FieldString(L, 1, api, "checkpoint_every").value_or("10");
   // Data-parallel shards of each batch (runtime/train/engine.h); 1, the default, is not written.
-  if (auto shards = FieldString(L, 1, api, "shards"); shards && *shards != "1") f["shards"] = *shards;
+  if (auto shards = FieldString(L, 1, api, "shards"); shards && *shards != "1")
+    f["shards"] = *shards;
   // Rounding: bits, a default window, per-kind windows, per-boundary windows.
   const nn::WindowTable default_windows;  // the engine's defaults: b = 32, the paper's window
   f["round.bits"] = std::to_string(default_windows.bits);
   for (int k = 0; k < 4; ++k) {
-    const std::string prefix = std::string("round.") + nn::KindName(static_cast<nn::BoundaryKind>(k));
+    const std::string prefix =
+        std::string("round.") + nn::KindName(static_cast<nn::BoundaryKind>(k));
     f[prefix + ".band"] = Num(default_windows.by_kind[k].band);
     f[prefix + ".alpha"] = Num(default_windows.by_kind[k].alpha);
   }
   lua_getfield(L, 1, "round");
   int round = lua_gettop(L);
   if (lua_istable(L, round)) {
-    CheckOptions(L, round, "vt.spec round", {"bits", "band", "alpha", "fwd", "bwd", "grad", "update", "boundaries"});
+    CheckOptions(L, round, "vt.spec round",
+                 {"bits", "band", "alpha", "fwd", "bwd", "grad", "update", "boundaries"});
     if (auto bits = FieldString(L, round, api, "bits")) f["round.bits"] = *bits;
     for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
-      if (auto band = FieldString(L, round, api, "band")) f[std::string("round.") + kind + ".band"] = *band;
-      if (auto alpha = FieldString(L, round, api, "alpha")) f[std::string("round.") + kind + ".alpha"] = *alpha;
+      if (auto band = FieldString(L, round, api, "band"))
+        f[std::string("round.") + kind + ".band"] = *band;
+      if (auto alpha = FieldString(L, round, api, "alpha"))
+        f[std::string("round.") + kind + ".alpha"] = *alpha;
     }
     for (const char* kind : {"fwd", "bwd", "grad", "update"}) {
       lua_getfield(L, round, kind);
-      if (lua_istable(L, -1)) ReadWindow(L, lua_gettop(L), "vt.spec round", std::string("round.") + kind, &f);
+      if (lua_istable(L, -1))
+        ReadWindow(L, lua_gettop(L), "vt.spec round", std::string("round.") + kind, &f);
       lua_pop(L, 1);
     }
     lua_getfield(L, round, "boundaries");
@@ -198,14 +219,18 @@ int SpecNew(lua_State* L) {
       int table = lua_gettop(L);
       lua_pushnil(L);
       while (lua_next(L, table) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING || !lua_istable(L, -1)) Fail(L, api, "round.boundaries maps boundary names to {band=, alpha=}");
-        ReadWindow(L, lua_gettop(L), "vt.spec round.boundaries", std::string("round.boundary.") + lua_tostring(L, -2), &f);
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_istable(L, -1))
+          Fail(L, api, "round.boundaries maps boundary names to {band=, alpha=}");
+        ReadWindow(L, lua_gettop(L), "vt.spec round.boundaries",
+                   std::string("round.boundary.") + lua_tostring(L, -2), &f);
         lua_pop(L, 1);
       }
     }
     lua_pop(L, 1);
   } else if (!lua_isnil(L, round)) {
-    Fail(L, api, "option 'round' must be a table {bits=, band=, alpha=, fwd=, bwd=, grad=, update=, boundaries=}");
+    Fail(L, api,
+         "option 'round' must be a table {bits=, band=, alpha=, fwd=, bwd=, grad=, update=, "
+         "boundaries=}");
   }
   DatasetPtr d = *data;
   return Protect(L, api, [&] {
@@ -228,7 +253,9 @@ int SpecNew(lua_State* L) {
   });
 }
 
-SpecPtr& CheckSpec(lua_State* L, int idx) { return CheckUserdata<SpecPtr>(L, idx, kSpecMeta, "vt.Spec"); }
+SpecPtr& CheckSpec(lua_State* L, int idx) {
+  return CheckUserdata<SpecPtr>(L, idx, kSpecMeta, "vt.Spec");
+}
 
 int SpecParse(lua_State* L) {
   std::string bytes = CheckString(L, 1);
@@ -281,9 +308,10 @@ int SpecParameters(lua_State* L) {
 int SpecToString(lua_State* L) {
   SpecPtr& s = CheckSpec(L, 1);
   const auto& f = s->fields();
-  lua_pushfstring(L, "vt.Spec(%s on %s, %s steps of %s, seed %s, b=%s, hash %s...)", f.at("model.type").c_str(),
-                  f.at("data.name").c_str(), f.at("steps").c_str(), f.at("batch").c_str(), f.at("seed").c_str(),
-                  f.at("round.bits").c_str(), s->HashHex().substr(0, 12).c_str());
+  lua_pushfstring(L, "vt.Spec(%s on %s, %s steps of %s, seed %s, b=%s, hash %s...)",
+                  f.at("model.type").c_str(), f.at("data.name").c_str(), f.at("steps").c_str(),
+                  f.at("batch").c_str(), f.at("seed").c_str(), f.at("round.bits").c_str(),
+                  s->HashHex().substr(0, 12).c_str());
   return 1;
 }
 
@@ -310,13 +338,15 @@ int FirstDifferingLeafFn(lua_State* L) {
 // runners).
 void OpenTrain(lua_State* L) {
   const luaL_Reg spec_methods[] = {
-      {"hash", SpecHash}, {"canonical", SpecCanonical}, {"fields", SpecFields},
+      {"hash", SpecHash}, {"canonical", SpecCanonical},   {"fields", SpecFields},
       {"get", SpecGet},   {"parameters", SpecParameters}, {nullptr, nullptr},
   };
-  const luaL_Reg spec_meta[] = {{"__gc", DestroyUserdata<SpecPtr>}, {"__tostring", SpecToString}, {nullptr, nullptr}};
+  const luaL_Reg spec_meta[] = {
+      {"__gc", DestroyUserdata<SpecPtr>}, {"__tostring", SpecToString}, {nullptr, nullptr}};
   RegisterClass(L, kSpecMeta, spec_methods, spec_meta);
 
-  const luaL_Reg models[] = {{"mlp", ModelMlp}, {"resnet", ModelResNet}, {"gpt2", ModelGpt2}, {nullptr, nullptr}};
+  const luaL_Reg models[] = {
+      {"mlp", ModelMlp}, {"resnet", ModelResNet}, {"gpt2", ModelGpt2}, {nullptr, nullptr}};
   lua_newtable(L);
   SetFuncs(L, models);
   lua_setfield(L, -2, "models");
@@ -330,14 +360,18 @@ void OpenTrain(lua_State* L) {
   SetFuncs(L, spec_funcs);
   lua_newtable(L);
   lua_pushstring(L, "spec");
-  lua_pushcclosure(L, [](lua_State* L) -> int {
-    lua_remove(L, 1);  // the vt.spec table itself (__call)
-    return SpecNew(L);
-  }, 1);
+  lua_pushcclosure(
+      L,
+      [](lua_State* L) -> int {
+        lua_remove(L, 1);  // the vt.spec table itself (__call)
+        return SpecNew(L);
+      },
+      1);
   lua_setfield(L, -2, "__call");
   lua_setmetatable(L, -2);
   lua_setfield(L, -2, "spec");
-  const luaL_Reg train_funcs[] = {{"first_differing_leaf", FirstDifferingLeafFn}, {nullptr, nullptr}};
+  const luaL_Reg train_funcs[] = {{"first_differing_leaf", FirstDifferingLeafFn},
+                                  {nullptr, nullptr}};
   lua_newtable(L);
   SetFuncs(L, train_funcs);
   lua_setfield(L, -2, "train");

@@ -93,7 +93,7 @@ const ZeroShift& ShortShift() {
 #if defined(__x86_64__)
 // Three independent CRC streams hide the 3-cycle latency of the crc32 instruction.
 __attribute__((target("sse4.2"))) uint64_t ThreeStreams(uint64_t c, const uint8_t* p, size_t block,
-                                                         const ZeroShift& shift) {
+                                                        const ZeroShift& shift) {
   uint64_t c1 = 0, c2 = 0;
   for (size_t i = 0; i < block; i += 8) {
     uint64_t w0, w1, w2;

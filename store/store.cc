@@ -430,7 +430,8 @@ void Store::ReopenReader() {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfds = h_->cfds;
   std::error_code ec;
   std::string scratch = (fs::temp_directory_path() / "vtstore-reader-XXXXXX").string();
-  if (mkdtemp(scratch.data()) == nullptr) throw Error("cannot create a temporary directory for a store reader");
+  if (mkdtemp(scratch.data()) == nullptr)
+    throw Error("cannot create a temporary directory for a store reader");
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;

@@ -20,9 +20,9 @@
 //
 // Processes: one writer per store directory (RocksDB's LOCK file across processes; within a
 // process a claim on the directory's device and inode, so a symlink or another spelling of the
-// path cannot open a second writer); a second writer gets an Error naming the directory. Readers (read_only) open a RocksDB secondary instance, which
-// needs no lock, writes nothing, and works while a writer writes; Refresh() catches up
-// with the writer.
+// path cannot open a second writer); a second writer gets an Error naming the directory. Readers
+// (read_only) open a RocksDB secondary instance, which needs no lock, writes nothing, and works
+// while a writer writes; Refresh() catches up with the writer.
 //
 // Threads: all methods are thread-safe. Writes are serialized internally; Close() waits for
 // calls in flight, and any call after Close() throws Error("store '<dir>' is closed").

@@ -19,7 +19,8 @@ std::mutex claims_mu;
 
 // (device, inode) -> the path the claiming writer opened, for the error message.
 std::map<std::pair<unsigned long long, unsigned long long>, std::string>& Claims() {
-  static auto* claims = new std::map<std::pair<unsigned long long, unsigned long long>, std::string>;
+  static auto* claims =
+      new std::map<std::pair<unsigned long long, unsigned long long>, std::string>;
   return *claims;  // never destroyed: a store closed during static destruction still finds it
 }
 

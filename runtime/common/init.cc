@@ -1,8 +1,8 @@
 #include "runtime/common/init.h"
 
 #include <c10/core/DefaultDtype.h>
-#include <malloc.h>
 #include <c10/util/typeid.h>
+#include <malloc.h>
 
 #include "runtime/common/threads.h"
 

@@ -54,9 +54,11 @@ at::Tensor ReadIdx(const std::string& path) {
   const uint8_t type = static_cast<uint8_t>(bytes[2]);
   const int ndim = static_cast<uint8_t>(bytes[3]);
   if (type != 0x08) {
-    throw Error(what + ": IDX element type 0x" + std::to_string(type) + " is not supported (only unsigned bytes, 0x08)");
+    throw Error(what + ": IDX element type 0x" + std::to_string(type) +
+                " is not supported (only unsigned bytes, 0x08)");
   }
-  if (ndim < 1 || ndim > 4 || bytes.size() < 4 + 4 * size_t(ndim)) throw Error(what + ": bad IDX header");
+  if (ndim < 1 || ndim > 4 || bytes.size() < 4 + 4 * size_t(ndim))
+    throw Error(what + ": bad IDX header");
   std::vector<int64_t> shape;
   size_t count = 1;
   for (int d = 0; d < ndim; ++d) {
@@ -67,8 +69,8 @@ at::Tensor ReadIdx(const std::string& path) {
   }
   const size_t offset = 4 + 4 * size_t(ndim);
   if (bytes.size() - offset != count) {
-    throw Error(what + ": IDX body has " + std::to_string(bytes.size() - offset) + " bytes, header says " +
-                std::to_string(count));
+    throw Error(what + ": IDX body has " + std::to_string(bytes.size() - offset) +
+                " bytes, header says " + std::to_string(count));
   }
   at::Tensor t = at::empty(shape, at::TensorOptions().dtype(at::kByte));
   std::memcpy(t.data_ptr(), bytes.data() + offset, count);

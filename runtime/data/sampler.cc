@@ -31,8 +31,8 @@ std::vector<int64_t> Permutation(uint64_t seed, int64_t epoch, int64_t n) {
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   // The epoch goes into the counter's high lane so epochs never share draws.
   for (int64_t i = n - 1; i > 0; --i) {
-    uint64_t bits = Bits64(seed, static_cast<uint32_t>(RandomStream::kDataOrder), static_cast<uint64_t>(i),
-                           static_cast<uint32_t>(epoch));
+    uint64_t bits = Bits64(seed, static_cast<uint32_t>(RandomStream::kDataOrder),
+                           static_cast<uint64_t>(i), static_cast<uint32_t>(epoch));
     int64_t j = static_cast<int64_t>(Below(bits, static_cast<uint64_t>(i) + 1));
     std::swap(perm[i], perm[j]);
   }
@@ -45,10 +45,12 @@ std::vector<int64_t> BatchIndices(uint64_t seed, int64_t n, int64_t batch, int64
   // The spec's ranges (spec.cc); they also keep (step - 1) * batch from overflowing and a
   // hostile batch size from asking for terabytes of indices (std::bad_alloc).
   if (batch < 1 || batch > kMaxBatch) {
-    throw Error("batch size must be an integer in [1, " + std::to_string(kMaxBatch) + "], got " + std::to_string(batch));
+    throw Error("batch size must be an integer in [1, " + std::to_string(kMaxBatch) + "], got " +
+                std::to_string(batch));
   }
   if (step < 1 || step > kMaxStep) {
-    throw Error("step must be an integer in [1, " + std::to_string(kMaxStep) + "], got " + std::to_string(step));
+    throw Error("step must be an integer in [1, " + std::to_string(kMaxStep) + "], got " +
+                std::to_string(step));
   }
   // Permutations are cached per (seed, n, epoch): a run asks for the same few again and again.
   static std::mutex mutex;

@@ -49,7 +49,8 @@ class ImageDataset : public Dataset {
       images_ = images_.narrow(0, 0, o.limit).contiguous();
       labels_ = labels_.narrow(0, 0, o.limit).contiguous();
     }
-    if (o.crop_padding < 0 || o.crop_padding > 14) throw Error("fashion_mnist: crop_padding must be in [0, 14]");
+    if (o.crop_padding < 0 || o.crop_padding > 14)
+      throw Error("fashion_mnist: crop_padding must be in [0, 14]");
     store::Sha256 h;
     h.Update(labels_.data_ptr(), labels_.numel());
     h.Update(images_.data_ptr(), images_.numel());
@@ -60,7 +61,9 @@ class ImageDataset : public Dataset {
   std::string name() const override { return "fashion-mnist:" + options_.split; }
   std::string digest() const override { return digest_; }
   int64_t classes() const override { return 10; }
-  std::vector<int64_t> input_shape() const override { return {1, images_.size(1), images_.size(2)}; }
+  std::vector<int64_t> input_shape() const override {
+    return {1, images_.size(1), images_.size(2)};
+  }
   std::map<std::string, std::string> settings() const override {
     return {{"crop_padding", std::to_string(options_.crop_padding)},
             {"flip", options_.flip ? "true" : "false"},
@@ -68,7 +71,8 @@ class ImageDataset : public Dataset {
   }
 
   Batch Get(const std::vector<int64_t>& indices, uint64_t seed, int64_t epoch) const override {
-    const int64_t h = images_.size(1), w = images_.size(2), b = static_cast<int64_t>(indices.size());
+    const int64_t h = images_.size(1), w = images_.size(2),
+                  b = static_cast<int64_t>(indices.size());
     at::Tensor x = at::zeros({b, 1, h, w}, at::kDouble);
     at::Tensor y = at::empty({b}, at::kLong);
     double* xp = x.data_ptr<double>();
@@ -120,7 +124,9 @@ class TextDataset : public Dataset {
     base_ = slash == std::string::npos ? o.path : o.path.substr(slash + 1);
   }
 
-  int64_t size() const override { return (static_cast<int64_t>(bytes_.size()) - 1) / options_.context; }
+  int64_t size() const override {
+    return (static_cast<int64_t>(bytes_.size()) - 1) / options_.context;
+  }
   std::string name() const override { return "text:" + base_; }
   std::string digest() const override { return digest_; }
   int64_t classes() const override { return 256; }

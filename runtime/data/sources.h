@@ -33,10 +33,10 @@ struct TextOptions {
 std::shared_ptr<Dataset> TextCorpus(const TextOptions& options);
 
 struct SyntheticOptions {
-  int64_t size = 1024;                       // Examples. Default: 1024.
-  std::vector<int64_t> input_shape = {32};   // One example's shape. Default: {32}.
-  int64_t classes = 10;                      // Default: 10.
-  uint64_t seed = 0;                         // Default: 0.
+  int64_t size = 1024;                      // Examples. Default: 1024.
+  std::vector<int64_t> input_shape = {32};  // One example's shape. Default: {32}.
+  int64_t classes = 10;                     // Default: 10.
+  uint64_t seed = 0;                        // Default: 0.
 };
 
 // Gaussian inputs (Philox) labelled by a fixed random linear teacher (argmax of W x), so a

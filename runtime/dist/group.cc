@@ -1,14 +1,14 @@
 #include "runtime/dist/group.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "runtime/common/error.h"
 
@@ -28,13 +28,16 @@ Rendezvous ParseRendezvous(const std::string& url) {
   if (url.rfind("tcp://", 0) == 0) {
     const std::string rest = url.substr(6);
     const size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || colon == 0) throw Error("rendezvous '" + url + "' has no host and port" + allowed);
+    if (colon == std::string::npos || colon == 0)
+      throw Error("rendezvous '" + url + "' has no host and port" + allowed);
     r.tcp = true;
     r.host = rest.substr(0, colon);
-    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']') r.host = r.host.substr(1, r.host.size() - 2);
+    if (r.host.size() > 2 && r.host.front() == '[' && r.host.back() == ']')
+      r.host = r.host.substr(1, r.host.size() - 2);
     const std::string port = rest.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoi(port) < 1 || std::stoi(port) > 65535) {
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) < 1 ||
+        std::stoi(port) > 65535) {
       throw Error("rendezvous '" + url + "': port must be a number in [1, 65535]" + allowed);
     }
     r.port = static_cast<uint16_t>(std::stoi(port));
@@ -42,7 +45,8 @@ Rendezvous ParseRendezvous(const std::string& url) {
   }
   if (url.rfind("file://", 0) == 0) {
     r.path = url.substr(7);
-    if (r.path.empty() || r.path[0] != '/') throw Error("rendezvous '" + url + "': the file path must be absolute" + allowed);
+    if (r.path.empty() || r.path[0] != '/')
+      throw Error("rendezvous '" + url + "': the file path must be absolute" + allowed);
     return r;
   }
   throw Error("rendezvous '" + url + "' is not understood" + allowed);
@@ -109,12 +113,13 @@ class GlooGroup final : public Group {
 
   void Broadcast(at::Tensor& t, int root) override {
     const int64_t payload = t.numel() * static_cast<int64_t>(t.element_size());
-    Guard("broadcast of " + std::to_string(payload) + " bytes from rank " + std::to_string(root), [&] {
-      std::vector<at::Tensor> tensors{t};
-      c10d::BroadcastOptions bo;
-      bo.rootRank = root;
-      Wait(group_->broadcast(tensors, bo));
-    });
+    Guard("broadcast of " + std::to_string(payload) + " bytes from rank " + std::to_string(root),
+          [&] {
+            std::vector<at::Tensor> tensors{t};
+            c10d::BroadcastOptions bo;
+            bo.rootRank = root;
+            Wait(group_->broadcast(tensors, bo));
+          });
     if (rank() == root) bytes_sent_ += payload;
   }
 
@@ -140,7 +145,8 @@ class GlooGroup final : public Group {
 
   std::string ScatterBytes(const std::vector<std::string>& parts, int root) override {
     if (rank() != root) return Recv(root);
-    if (parts.size() != static_cast<size_t>(world())) throw Error("scatter needs one part per rank");
+    if (parts.size() != static_cast<size_t>(world()))
+      throw Error("scatter needs one part per rank");
     for (int r = 0; r < world(); ++r) {
       if (r != root) Send(parts[static_cast<size_t>(r)], r);
     }
@@ -179,7 +185,8 @@ class GlooGroup final : public Group {
       std::vector<at::Tensor> size{at::empty({1}, at::kLong)};
       Wait(group_->recv(size, from, kSizeTag));
       const int64_t n = size[0].item<int64_t>();
-      if (n < 0 || n > (int64_t{1} << 40)) throw Error("rank " + std::to_string(from) + " announced " + std::to_string(n) + " bytes");
+      if (n < 0 || n > (int64_t{1} << 40))
+        throw Error("rank " + std::to_string(from) + " announced " + std::to_string(n) + " bytes");
       if (n == 0) return;
       std::vector<at::Tensor> data{at::empty({n}, at::kByte)};
       Wait(group_->recv(data, from, kDataTag));
@@ -189,7 +196,8 @@ class GlooGroup final : public Group {
   }
 
   void Wait(const c10::intrusive_ptr<c10d::Work>& work) {
-    if (!work->wait(timeout_)) throw Error("timed out after " + std::to_string(options_.timeout_seconds) + " s");
+    if (!work->wait(timeout_))
+      throw Error("timed out after " + std::to_string(options_.timeout_seconds) + " s");
   }
 
   // Runs `f`, turning any failure into a vt::Error that names the operation and this rank.
@@ -214,10 +222,11 @@ class GlooGroup final : public Group {
 }  // namespace
 
 void Validate(const GroupOptions& o) {
-  if (o.world < 1 || o.world > 4096) throw Error("world must be in [1, 4096], got " + std::to_string(o.world));
+  if (o.world < 1 || o.world > 4096)
+    throw Error("world must be in [1, 4096], got " + std::to_string(o.world));
   if (o.rank < 0 || o.rank >= o.world) {
-    throw Error("rank must be in [0, " + std::to_string(o.world - 1) + "] for world " + std::to_string(o.world) +
-                ", got " + std::to_string(o.rank));
+    throw Error("rank must be in [0, " + std::to_string(o.world - 1) + "] for world " +
+                std::to_string(o.world) + ", got " + std::to_string(o.rank));
   }
   if (!(o.timeout_seconds > 0) || o.timeout_seconds > 86400) {
     throw Error("timeout must be in (0, 86400] seconds, got " + std::to_string(o.timeout_seconds));
@@ -227,7 +236,8 @@ void Validate(const GroupOptions& o) {
 
 std::shared_ptr<Group> Group::Connect(const GroupOptions& options) {
   Validate(options);
-  if (options.world == 1) throw Error("a group of one process needs no rendezvous: run without --world");
+  if (options.world == 1)
+    throw Error("a group of one process needs no rendezvous: run without --world");
   return std::make_shared<GlooGroup>(options);
 }
 

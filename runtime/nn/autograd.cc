@@ -34,7 +34,8 @@ struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
 };
 
 struct InputGradFn : public torch::autograd::Function<InputGradFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t call) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name,
+                            int64_t call) {
     ctx->saved_data["name"] = name;
     ctx->saved_data["call"] = call;
     return x.view_as(x);
@@ -106,12 +107,17 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     at::Tensor gx = at::empty_like(x);
     for (int64_t first = 0; first < n; first += chunk) {
       const int64_t count = std::min(chunk, n - first);
-      at::Tensor g2d = g.narrow(0, first, count).reshape({count, out_c, l}).permute({1, 0, 2}).reshape({out_c, count * l});
+      at::Tensor g2d = g.narrow(0, first, count)
+                           .reshape({count, out_c, l})
+                           .permute({1, 0, 2})
+                           .reshape({out_c, count * l});
       at::Tensor cols = vt::Im2Col(x.narrow(0, first, count), kh, kw, stride, padding);
       at::Tensor part = vt::Matmul(g2d, cols.t());
       gw = gw.defined() ? gw + part : part;
       at::Tensor gcols = vt::Matmul(w2d_t, g2d);  // [C*kh*kw, n_c*L]
-      gx.narrow(0, first, count).copy_(vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
+      gx.narrow(0, first, count)
+          .copy_(
+              vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
       if (ctx->saved_data["has_bias"].toBool()) {
         at::Tensor bpart = vt::Sum(g2d, {1});
         gb = gb.defined() ? gb + bpart : bpart;
@@ -137,7 +143,9 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
 
 }  // namespace
 
-at::Tensor Boundary(const at::Tensor& x, const std::string& name) { return BoundaryFn::apply(x, name); }
+at::Tensor Boundary(const at::Tensor& x, const std::string& name) {
+  return BoundaryFn::apply(x, name);
+}
 
 at::Tensor InputGrad(const at::Tensor& x, const std::string& name) {
   StepContext* step = StepContext::Current();
@@ -153,13 +161,14 @@ at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
   return LinearFn::apply(x, w, BiasOrPlaceholder(bias, w));
 }
 
-at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, int64_t stride,
-                  int64_t padding) {
+at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                    int64_t stride, int64_t padding) {
   return Conv2dFn::apply(x, w, BiasOrPlaceholder(bias, w), stride, padding);
 }
 
 at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b) {
-  if (a.dim() != b.dim() || a.dim() < 2) throw Error("matmul: operands must have the same rank >= 2");
+  if (a.dim() != b.dim() || a.dim() < 2)
+    throw Error("matmul: operands must have the same rank >= 2");
   return MatmulFn::apply(a, b);
 }
 

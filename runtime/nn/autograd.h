@@ -31,8 +31,8 @@ at::Tensor InputGrad(const at::Tensor& x, const std::string& name);
 at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias);
 
 // Convolution: x [N, C, H, W] * w [O, C, kh, kw] (+ bias [O]), square stride and padding.
-at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, int64_t stride,
-                  int64_t padding);
+at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                    int64_t stride, int64_t padding);
 
 // Batched a [..., m, k] @ b [..., k, n] (same batch shape).
 at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b);

@@ -46,7 +46,8 @@ int64_t ShardOf(const std::string& boundary, std::string* plain) {
   // "s" digits "/" rest; boundary names of models never start that way (module paths).
   size_t i = 1;
   while (i < boundary.size() && boundary[i] >= '0' && boundary[i] <= '9') ++i;
-  if (boundary.size() < 4 || boundary[0] != 's' || i == 1 || i > 10 || i + 1 >= boundary.size() || boundary[i] != '/') {
+  if (boundary.size() < 4 || boundary[0] != 's' || i == 1 || i > 10 || i + 1 >= boundary.size() ||
+      boundary[i] != '/') {
     if (plain != nullptr) *plain = boundary;
     return -1;
   }
@@ -83,7 +84,8 @@ void WindowTable::Validate() const {
       throw Error("window for " + where + ": " + e.what());
     }
   };
-  for (int k = 0; k < 4; ++k) check(std::string("kind '") + KindName(static_cast<BoundaryKind>(k)) + "'", by_kind[k]);
+  for (int k = 0; k < 4; ++k)
+    check(std::string("kind '") + KindName(static_cast<BoundaryKind>(k)) + "'", by_kind[k]);
   for (const auto& [name, w] : by_boundary) check("boundary '" + name + "'", w);
 }
 
@@ -97,9 +99,13 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
   }
 }
 
-at::ScalarType StepContext::dtype() const { return mode_ == Mode::kFp32 ? at::kFloat : at::kDouble; }
+at::ScalarType StepContext::dtype() const {
+  return mode_ == Mode::kFp32 ? at::kFloat : at::kDouble;
+}
 
-void StepContext::set_shard(int64_t shard) { prefix_ = shard < 0 ? "" : "s" + std::to_string(shard) + "/"; }
+void StepContext::set_shard(int64_t shard) {
+  prefix_ = shard < 0 ? "" : "s" + std::to_string(shard) + "/";
+}
 
 int32_t StepContext::NextCall(const std::string& boundary) {
   return prefix_.empty() ? calls_[boundary]++ : calls_[prefix_ + boundary]++;
@@ -109,14 +115,19 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
   return Rounded(boundary, x, call, /*owned=*/false);
 }
 
-void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x) { *x = Rounded(boundary, *x, -1, /*owned=*/true); }
-
-at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned) {
-  if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
-  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned) : RoundedNamed(prefix_ + boundary, x, call, owned);
+void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x) {
+  *x = Rounded(boundary, *x, -1, /*owned=*/true);
 }
 
-at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned) {
+at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
+                                bool owned) {
+  if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
+  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned)
+                         : RoundedNamed(prefix_ + boundary, x, call, owned);
+}
+
+at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
+                                     bool owned) {
   if (call < 0) {
     call = calls_[boundary]++;  // `boundary` has its shard prefix already
   } else {
@@ -175,10 +186,12 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
     }
     case Mode::kReplay: {
       auto it = log_->find({boundary, call});
-      const std::string where_text = "boundary '" + boundary + "' call " + std::to_string(call) + " at step " + std::to_string(step_);
+      const std::string where_text = "boundary '" + boundary + "' call " + std::to_string(call) +
+                                     " at step " + std::to_string(step_);
       if (it == log_->end() || it->second.size() != input.numel()) {
         Mismatch(it == log_->end() ? "no log record for " + where_text
-                                   : "the log record for " + where_text + " has " + std::to_string(it->second.size()) +
+                                   : "the log record for " + where_text + " has " +
+                                         std::to_string(it->second.size()) +
                                          " elements, the tensor " + std::to_string(input.numel()));
         if (it != log_->end()) ++used_records_;
         at::Tensor rounded = round(nullptr);
@@ -208,12 +221,14 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
 }
 
 void StepContext::Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded) {
-  const uint32_t crc = store::Crc32cExtend(0, rounded.data_ptr(), static_cast<size_t>(rounded.numel()) * rounded.element_size());
+  const uint32_t crc = store::Crc32cExtend(
+      0, rounded.data_ptr(), static_cast<size_t>(rounded.numel()) * rounded.element_size());
   trace_[{boundary, call}] = crc;
   if (!divergence_.empty() || expected_trace_.empty()) return;
   auto it = expected_trace_.find({boundary, call});
   if (it != expected_trace_.end() && it->second != crc) {
-    divergence_ = "boundary '" + boundary + "' call " + std::to_string(call) + " at step " + std::to_string(step_);
+    divergence_ = "boundary '" + boundary + "' call " + std::to_string(call) + " at step " +
+                  std::to_string(step_);
   }
 }
 
@@ -237,13 +252,16 @@ StepTrace DecodeTrace(const std::string& bytes) {
   size_t pos = 0;
   auto u8 = [&](size_t i) { return static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])); };
   while (pos < bytes.size()) {
-    if (bytes.size() - pos < 2) throw Error("trace record truncated at byte " + std::to_string(pos));
+    if (bytes.size() - pos < 2)
+      throw Error("trace record truncated at byte " + std::to_string(pos));
     const size_t len = (u8(pos) << 8) | u8(pos + 1);
-    if (bytes.size() - pos < 2 + len + 8) throw Error("trace record truncated at byte " + std::to_string(pos));
+    if (bytes.size() - pos < 2 + len + 8)
+      throw Error("trace record truncated at byte " + std::to_string(pos));
     std::string name = bytes.substr(pos + 2, len);
     pos += 2 + len;
     const uint32_t call = (u8(pos) << 24) | (u8(pos + 1) << 16) | (u8(pos + 2) << 8) | u8(pos + 3);
-    const uint32_t crc = (u8(pos + 4) << 24) | (u8(pos + 5) << 16) | (u8(pos + 6) << 8) | u8(pos + 7);
+    const uint32_t crc =
+        (u8(pos + 4) << 24) | (u8(pos + 5) << 16) | (u8(pos + 6) << 8) | u8(pos + 7);
     pos += 8;
     trace[{name, static_cast<int32_t>(call)}] = crc;
   }
@@ -257,7 +275,8 @@ void StepContext::Compare(const std::string& boundary, int32_t call, const at::T
     ++d.missing;
     return;
   }
-  const precision::Divergence m = precision::MeasureDivergence(it->second, input, windows_->BitsFor(boundary));
+  const precision::Divergence m =
+      precision::MeasureDivergence(it->second, input, windows_->BitsFor(boundary));
   d.calls += 1;
   d.elements += m.elements;
   d.differ += m.differ;
@@ -283,8 +302,9 @@ void StepContext::Finish() {
   for (const auto& [key, record] : *log_) {
     auto it = calls_.find(key.first);
     if (it == calls_.end() || key.second >= it->second) {
-      Mismatch("the log has a record for boundary '" + key.first + "' call " + std::to_string(key.second) +
-               " at step " + std::to_string(step_) + " that this replay never reached");
+      Mismatch("the log has a record for boundary '" + key.first + "' call " +
+               std::to_string(key.second) + " at step " + std::to_string(step_) +
+               " that this replay never reached");
     }
   }
 }
@@ -302,8 +322,10 @@ bool StepContext::Tampers(const std::string& boundary) const {
   }
 }
 
-void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& input, const precision::RoundOptions& options, double scale,
-                              at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const {
+void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& input,
+                              const precision::RoundOptions& options, double scale,
+                              at::Tensor* rounded, precision::LogRecord* record,
+                              BoundaryStats* stats) const {
   using precision::LogState;
   const at::Tensor x = input.contiguous();
   const precision::KernelParams p = precision::MakeKernelParams(options, scale);
@@ -323,7 +345,8 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
   int64_t changed = 0, unlogged = 0;
   for (int64_t i = 0; i < x.numel() && (tamper_.count == 0 || changed < tamper_.count); ++i) {
     const uint8_t st = states[i];
-    const bool within = tamper_.kind == Tamper::Kind::kFlipWithin || tamper_.kind == Tamper::Kind::kToward;
+    const bool within =
+        tamper_.kind == Tamper::Kind::kFlipWithin || tamper_.kind == Tamper::Kind::kToward;
     if (st != 0 && !within) continue;  // logged: left as written
     const double a = std::fabs(xv[i]);
     const precision::Cell c = precision::CellOf(a, p.k);
@@ -332,10 +355,11 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
     // The neighbour rnd_b did not pick; on the grid, the next grid value away from zero
     // (kToward: in the direction wanted, when that is toward zero).
     double other = c.on_grid ? a + c.g : c.up ? c.r - c.g : c.r + c.g;
-    if (want != nullptr && c.on_grid && a > 0.0 && (want[i] > 0.0) != (xv[i] > 0.0)) other = a - precision::SpacingAt(std::nextafter(a, 0.0), p.k);
+    if (want != nullptr && c.on_grid && a > 0.0 && (want[i] > 0.0) != (xv[i] > 0.0))
+      other = a - precision::SpacingAt(std::nextafter(a, 0.0), p.k);
     if (!(other < precision::kFp32Overflow)) continue;
     double v = std::signbit(xv[i]) ? -other : other;
-    if (want != nullptr && a == 0.0 && want[i] < 0.0) v = -other;  // a zero moves either way
+    if (want != nullptr && a == 0.0 && want[i] < 0.0) v = -other;      // a zero moves either way
     if (want != nullptr && !((v - out[i]) * want[i] > 0.0)) continue;  // not the way it should go
     const double d = std::fabs(a - c.mid);
     const double w = precision::Window(p.band, c.g, p.alpha_scale);
@@ -346,7 +370,8 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
         break;
       case Tamper::Kind::kForgeExact: {
         if (!(d > 0.375 * c.g)) continue;
-        const precision::ExactTolerance tol = precision::ExactToleranceAt(a, w, p.k, p.band, p.alpha_scale);
+        const precision::ExactTolerance tol =
+            precision::ExactToleranceAt(a, w, p.k, p.band, p.alpha_scale);
         const double low = a - tol.t;
         const double g_low = 0.5 * precision::SpacingAt(low > 0.0 ? low : 0.0, p.k);
         const bool never_exact = !(precision::Window(p.band, g_low, p.alpha_scale) > 0.25 * g_low);
@@ -358,14 +383,15 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
       case Tamper::Kind::kToward: {
         // A zero window (an exact boundary) accepts no entry at all, ties included.
         if (!(w > 0.0)) continue;
-        const bool direction =
-            !c.on_grid && w <= 0.25 * c.g && d <= 1.5 * w && st != static_cast<uint8_t>(LogState::kExact);
+        const bool direction = !c.on_grid && w <= 0.25 * c.g && d <= 1.5 * w &&
+                               st != static_cast<uint8_t>(LogState::kExact);
         if (!direction) {
           const float vf = static_cast<float>(v);
           const double margin = 0.5 * w;
-          const bool legitimate = precision::ExactLegitimate(xv[i], vf, p.k, p.band, p.alpha_scale) &&
-                                  precision::ExactLegitimate(xv[i] - margin, vf, p.k, p.band, p.alpha_scale) &&
-                                  precision::ExactLegitimate(xv[i] + margin, vf, p.k, p.band, p.alpha_scale);
+          const bool legitimate =
+              precision::ExactLegitimate(xv[i], vf, p.k, p.band, p.alpha_scale) &&
+              precision::ExactLegitimate(xv[i] - margin, vf, p.k, p.band, p.alpha_scale) &&
+              precision::ExactLegitimate(xv[i] + margin, vf, p.k, p.band, p.alpha_scale);
           if (!legitimate) continue;
           as_exact = true;
         }
@@ -376,8 +402,10 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
     }
     if (st == static_cast<uint8_t>(LogState::kExact)) {
       while (cursor < honest_exact && exact[cursor].position < i) ++cursor;
-      if (cursor == honest_exact || exact[cursor].position != i) continue;  // (records keep them sorted)
-      exact[cursor].fp32_bits = precision::FloatBits(static_cast<float>(v));  // the honest entry, overwritten
+      if (cursor == honest_exact || exact[cursor].position != i)
+        continue;  // (records keep them sorted)
+      exact[cursor].fp32_bits =
+          precision::FloatBits(static_cast<float>(v));  // the honest entry, overwritten
     } else if (as_exact) {
       states[i] = static_cast<uint8_t>(LogState::kExact);
       exact.push_back({i, precision::FloatBits(static_cast<float>(v))});

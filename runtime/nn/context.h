@@ -210,7 +210,9 @@ class StepContext {
   // Calibration without keeping this machine's values: compare every boundary call's FP64
   // input with the reference's (same keys) as it happens; see divergence_stats().
   void set_compare(const std::map<RecordKey, at::Tensor>* reference) { compare_ = reference; }
-  const std::map<std::string, DivergenceStats>& divergence_stats() const { return divergence_stats_; }
+  const std::map<std::string, DivergenceStats>& divergence_stats() const {
+    return divergence_stats_;
+  }
 
   const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
 
@@ -254,12 +256,14 @@ class StepContext {
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).
-  void ApplyTamper(const std::string& boundary, const at::Tensor& x, const precision::RoundOptions& options, double scale,
-                   at::Tensor* rounded, precision::LogRecord* record, BoundaryStats* stats) const;
+  void ApplyTamper(const std::string& boundary, const at::Tensor& x,
+                   const precision::RoundOptions& options, double scale, at::Tensor* rounded,
+                   precision::LogRecord* record, BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
-  at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
+  at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
+                          bool owned);
 };
 
 // The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with

@@ -25,28 +25,35 @@ Linear::Linear(int64_t in, int64_t out, bool bias, uint64_t seed, const std::str
                double init_std)
     : Module(full_name) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-  weight_ = &RegisterParameter("weight", init_std > 0 ? InitNormal({out, in}, init_std, seed, Join(full_name, "weight"))
-                                                      : InitUniform({out, in}, bound, seed, Join(full_name, "weight")));
+  weight_ = &RegisterParameter(
+      "weight", init_std > 0 ? InitNormal({out, in}, init_std, seed, Join(full_name, "weight"))
+                             : InitUniform({out, in}, bound, seed, Join(full_name, "weight")));
   if (bias) {
-    bias_ = &RegisterParameter("bias", init_std > 0 ? at::zeros({out}, at::kDouble)
-                                                    : InitUniform({out}, bound, seed, Join(full_name, "bias")));
+    bias_ = &RegisterParameter(
+        "bias", init_std > 0 ? at::zeros({out}, at::kDouble)
+                             : InitUniform({out}, bound, seed, Join(full_name, "bias")));
   }
 }
 
 at::Tensor Linear::Forward(const at::Tensor& x) {
-  return Boundary(LinearOp(InputGrad(x, BoundaryName("dx")), *weight_, bias_ ? *bias_ : at::Tensor()), BoundaryName());
+  return Boundary(
+      LinearOp(InputGrad(x, BoundaryName("dx")), *weight_, bias_ ? *bias_ : at::Tensor()),
+      BoundaryName());
 }
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t padding, bool bias,
                uint64_t seed, const std::string& full_name)
     : Module(full_name), stride_(stride), padding_(padding) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(in * kernel * kernel));
-  weight_ = &RegisterParameter("weight", InitUniform({out, in, kernel, kernel}, bound, seed, Join(full_name, "weight")));
-  if (bias) bias_ = &RegisterParameter("bias", InitUniform({out}, bound, seed, Join(full_name, "bias")));
+  weight_ = &RegisterParameter(
+      "weight", InitUniform({out, in, kernel, kernel}, bound, seed, Join(full_name, "weight")));
+  if (bias)
+    bias_ = &RegisterParameter("bias", InitUniform({out}, bound, seed, Join(full_name, "bias")));
 }
 
 at::Tensor Conv2d::Forward(const at::Tensor& x) {
-  return Boundary(Conv2dOp(InputGrad(x, BoundaryName("dx")), *weight_, bias_ ? *bias_ : at::Tensor(), stride_, padding_),
+  return Boundary(Conv2dOp(InputGrad(x, BoundaryName("dx")), *weight_,
+                           bias_ ? *bias_ : at::Tensor(), stride_, padding_),
                   BoundaryName());
 }
 
@@ -68,13 +75,16 @@ at::Tensor BatchNorm2d::Forward(const at::Tensor& x) {
       const double unbias = count / std::max(1.0, count - 1.0);
       at::Tensor m = (1.0 - kBnMomentum) * *running_mean_ + kBnMomentum * bn.mean;
       at::Tensor v = (1.0 - kBnMomentum) * *running_var_ + kBnMomentum * unbias * bn.var;
-      *running_mean_ = ApplyBoundary(Join(name(), "running_mean:update"), m.to(running_mean_->scalar_type()));
-      *running_var_ = ApplyBoundary(Join(name(), "running_var:update"), v.to(running_var_->scalar_type()));
+      *running_mean_ =
+          ApplyBoundary(Join(name(), "running_mean:update"), m.to(running_mean_->scalar_type()));
+      *running_var_ =
+          ApplyBoundary(Join(name(), "running_var:update"), v.to(running_var_->scalar_type()));
     }
     return Boundary(bn.y, BoundaryName());
   }
-  at::Tensor y = (x - per_channel(*running_mean_)) / per_channel(at::sqrt(*running_var_ + kNormEps)) *
-                     per_channel(*weight_) + per_channel(*bias_);
+  at::Tensor y = (x - per_channel(*running_mean_)) /
+                     per_channel(at::sqrt(*running_var_ + kNormEps)) * per_channel(*weight_) +
+                 per_channel(*bias_);
   return Boundary(y, BoundaryName());
 }
 
@@ -87,14 +97,18 @@ at::Tensor LayerNorm::Forward(const at::Tensor& x) {
   return Boundary(LayerNormOp(x, *weight_, *bias_, kNormEps, BoundaryName()), BoundaryName());
 }
 
-Embedding::Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name, double init_std)
+Embedding::Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name,
+                     double init_std)
     : Module(full_name) {
-  weight_ = &RegisterParameter("weight", InitNormal({count, dim}, init_std, seed, Join(full_name, "weight")));
+  weight_ = &RegisterParameter("weight",
+                               InitNormal({count, dim}, init_std, seed, Join(full_name, "weight")));
 }
 
 at::Tensor Embedding::Forward(const at::Tensor& indices) {
-  if (indices.numel() > 0 && (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= weight_->size(0))) {
-    throw Error("embedding '" + name() + "': index out of range [0, " + std::to_string(weight_->size(0)) + ")");
+  if (indices.numel() > 0 &&
+      (indices.min().item<int64_t>() < 0 || indices.max().item<int64_t>() >= weight_->size(0))) {
+    throw Error("embedding '" + name() + "': index out of range [0, " +
+                std::to_string(weight_->size(0)) + ")");
   }
   return EmbeddingOp(*weight_, indices);
 }
@@ -108,14 +122,19 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
   // Key: run seed mixed with the boundary name; counter stream: dropout; index: element,
   // offset by the step in the counter's high bits (steps < 2^24, elements < 2^40).
   // A sharded step's shards draw their own masks (the boundary prefix "s<k>/").
-  const uint64_t key = seed ^ NameHash(step != nullptr && !step->name_prefix().empty() ? step->name_prefix() + name : name);
-  at::Tensor u = UniformTensor(x.sizes(), at::kDouble, key, static_cast<uint32_t>(RandomStream::kDropout) +
-                                                              static_cast<uint32_t>(step_number << 8));
+  const uint64_t key =
+      seed ^
+      NameHash(step != nullptr && !step->name_prefix().empty() ? step->name_prefix() + name : name);
+  at::Tensor u = UniformTensor(
+      x.sizes(), at::kDouble, key,
+      static_cast<uint32_t>(RandomStream::kDropout) + static_cast<uint32_t>(step_number << 8));
   at::Tensor mask = (u >= p).to(x.scalar_type()) * (1.0 / (1.0 - p));
   return x * mask;
 }
 
-at::Tensor Gelu(const at::Tensor& x, const std::string& name) { return Boundary(at::gelu(x, "tanh"), name); }
+at::Tensor Gelu(const at::Tensor& x, const std::string& name) {
+  return Boundary(at::gelu(x, "tanh"), name);
+}
 
 at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
   const double count = static_cast<double>(x.size(2) * x.size(3));
@@ -133,11 +152,13 @@ CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, double drop
                                          const std::string& full_name, double proj_std)
     : Module(full_name), dim_(dim), heads_(heads), dropout_(dropout) {
   if (dim % heads != 0) {
-    throw Error("attention '" + full_name + "': width " + std::to_string(dim) + " is not divisible by " +
-                std::to_string(heads) + " heads");
+    throw Error("attention '" + full_name + "': width " + std::to_string(dim) +
+                " is not divisible by " + std::to_string(heads) + " heads");
   }
-  c_attn_ = RegisterModule("c_attn", std::make_shared<Linear>(dim, 3 * dim, true, seed, Join(full_name, "c_attn"), 0.02));
-  c_proj_ = RegisterModule("c_proj", std::make_shared<Linear>(dim, dim, true, seed, Join(full_name, "c_proj"), proj_std));
+  c_attn_ = RegisterModule("c_attn", std::make_shared<Linear>(dim, 3 * dim, true, seed,
+                                                              Join(full_name, "c_attn"), 0.02));
+  c_proj_ = RegisterModule("c_proj", std::make_shared<Linear>(dim, dim, true, seed,
+                                                              Join(full_name, "c_proj"), proj_std));
 }
 
 at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
@@ -148,16 +169,18 @@ at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
   };
   at::Tensor q = heads(0), k = heads(1), v = heads(2);  // [B, H, T, hd]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  at::Tensor scores = Boundary(MatmulOp(InputGrad(q, BoundaryName("scores.da")),
-                                        InputGrad(k.transpose(-1, -2).contiguous(), BoundaryName("scores.db"))) *
-                                   scale,
-                               BoundaryName("scores"));
+  at::Tensor scores =
+      Boundary(MatmulOp(InputGrad(q, BoundaryName("scores.da")),
+                        InputGrad(k.transpose(-1, -2).contiguous(), BoundaryName("scores.db"))) *
+                   scale,
+               BoundaryName("scores"));
   at::Tensor causal = at::ones({t, t}, at::TensorOptions().dtype(at::kBool)).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
   at::Tensor probs = Boundary(SoftmaxOp(scores, BoundaryName("softmax")), BoundaryName("softmax"));
   probs = Dropout(probs, dropout_, training(), BoundaryName("attn_dropout"));
-  at::Tensor mixed = Boundary(MatmulOp(InputGrad(probs, BoundaryName("mix.da")), InputGrad(v, BoundaryName("mix.db"))),
-                              BoundaryName("mix"));  // [B, H, T, hd]
+  at::Tensor mixed = Boundary(
+      MatmulOp(InputGrad(probs, BoundaryName("mix.da")), InputGrad(v, BoundaryName("mix.db"))),
+      BoundaryName("mix"));  // [B, H, T, hd]
   mixed = mixed.transpose(1, 2).contiguous().view({b, t, dim_});
   return Dropout(c_proj_->Forward(mixed), dropout_, training(), BoundaryName("resid_dropout"));
 }

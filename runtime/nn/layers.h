@@ -67,7 +67,8 @@ class LayerNorm : public Module {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name, double init_std);
+  Embedding(int64_t count, int64_t dim, uint64_t seed, const std::string& full_name,
+            double init_std);
   at::Tensor Forward(const at::Tensor& indices);
   at::Tensor& weight() { return *weight_; }
 

@@ -43,7 +43,8 @@ class Mlp : public Model {
       in = h;
     }
     const std::string name = "fc" + std::to_string(i);
-    layers_.push_back(RegisterModule(name, std::make_shared<Linear>(in, c.classes, true, seed, name)));
+    layers_.push_back(
+        RegisterModule(name, std::make_shared<Linear>(in, c.classes, true, seed, name)));
   }
 
   at::Tensor Forward(const at::Tensor& inputs) override {
@@ -69,14 +70,20 @@ class Mlp : public Model {
 // conv-bn pairs with a ReLU between them and a residual connection (exact additions).
 class BasicBlock : public Module {
  public:
-  BasicBlock(int64_t in, int64_t out, int64_t stride, uint64_t seed, const std::string& name) : Module(name) {
-    conv1_ = RegisterModule("conv1", std::make_shared<Conv2d>(in, out, 3, stride, 1, false, seed, Join(name, "conv1")));
+  BasicBlock(int64_t in, int64_t out, int64_t stride, uint64_t seed, const std::string& name)
+      : Module(name) {
+    conv1_ = RegisterModule(
+        "conv1", std::make_shared<Conv2d>(in, out, 3, stride, 1, false, seed, Join(name, "conv1")));
     bn1_ = RegisterModule("bn1", std::make_shared<BatchNorm2d>(out, Join(name, "bn1")));
-    conv2_ = RegisterModule("conv2", std::make_shared<Conv2d>(out, out, 3, 1, 1, false, seed, Join(name, "conv2")));
+    conv2_ = RegisterModule(
+        "conv2", std::make_shared<Conv2d>(out, out, 3, 1, 1, false, seed, Join(name, "conv2")));
     bn2_ = RegisterModule("bn2", std::make_shared<BatchNorm2d>(out, Join(name, "bn2")));
     if (stride != 1 || in != out) {
-      down_conv_ = RegisterModule("downsample.0", std::make_shared<Conv2d>(in, out, 1, stride, 0, false, seed, Join(name, "downsample.0")));
-      down_bn_ = RegisterModule("downsample.1", std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
+      down_conv_ = RegisterModule(
+          "downsample.0",
+          std::make_shared<Conv2d>(in, out, 1, stride, 0, false, seed, Join(name, "downsample.0")));
+      down_bn_ = RegisterModule("downsample.1",
+                                std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
     }
   }
   at::Tensor Forward(const at::Tensor& x) {
@@ -94,17 +101,24 @@ class BasicBlock : public Module {
 class Bottleneck : public Module {
  public:
   static constexpr int64_t kExpansion = 4;
-  Bottleneck(int64_t in, int64_t planes, int64_t stride, uint64_t seed, const std::string& name) : Module(name) {
+  Bottleneck(int64_t in, int64_t planes, int64_t stride, uint64_t seed, const std::string& name)
+      : Module(name) {
     const int64_t out = planes * kExpansion;
-    conv1_ = RegisterModule("conv1", std::make_shared<Conv2d>(in, planes, 1, 1, 0, false, seed, Join(name, "conv1")));
+    conv1_ = RegisterModule(
+        "conv1", std::make_shared<Conv2d>(in, planes, 1, 1, 0, false, seed, Join(name, "conv1")));
     bn1_ = RegisterModule("bn1", std::make_shared<BatchNorm2d>(planes, Join(name, "bn1")));
-    conv2_ = RegisterModule("conv2", std::make_shared<Conv2d>(planes, planes, 3, stride, 1, false, seed, Join(name, "conv2")));
+    conv2_ = RegisterModule("conv2", std::make_shared<Conv2d>(planes, planes, 3, stride, 1, false,
+                                                              seed, Join(name, "conv2")));
     bn2_ = RegisterModule("bn2", std::make_shared<BatchNorm2d>(planes, Join(name, "bn2")));
-    conv3_ = RegisterModule("conv3", std::make_shared<Conv2d>(planes, out, 1, 1, 0, false, seed, Join(name, "conv3")));
+    conv3_ = RegisterModule(
+        "conv3", std::make_shared<Conv2d>(planes, out, 1, 1, 0, false, seed, Join(name, "conv3")));
     bn3_ = RegisterModule("bn3", std::make_shared<BatchNorm2d>(out, Join(name, "bn3")));
     if (stride != 1 || in != out) {
-      down_conv_ = RegisterModule("downsample.0", std::make_shared<Conv2d>(in, out, 1, stride, 0, false, seed, Join(name, "downsample.0")));
-      down_bn_ = RegisterModule("downsample.1", std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
+      down_conv_ = RegisterModule(
+          "downsample.0",
+          std::make_shared<Conv2d>(in, out, 1, stride, 0, false, seed, Join(name, "downsample.0")));
+      down_bn_ = RegisterModule("downsample.1",
+                                std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
     }
   }
   at::Tensor Forward(const at::Tensor& x) {
@@ -123,14 +137,17 @@ class Bottleneck : public Module {
 class ResNet : public Model {
  public:
   ResNet(const ResNetConfig& c, uint64_t seed) : config_(c) {
-    if (c.depth != 18 && c.depth != 50) throw Error("resnet: depth must be 18 or 50, got " + Str(int64_t{c.depth}));
+    if (c.depth != 18 && c.depth != 50)
+      throw Error("resnet: depth must be 18 or 50, got " + Str(int64_t{c.depth}));
     if (c.width < 1) throw Error("resnet: width must be >= 1");
     if (c.in_channels != 1 && c.in_channels != 3) throw Error("resnet: in_channels must be 1 or 3");
     if (c.classes < 2) throw Error("resnet: classes must be >= 2");
     // CIFAR-style stem: one 3x3 convolution, no max pooling.
-    conv1_ = RegisterModule("conv1", std::make_shared<Conv2d>(c.in_channels, c.width, 3, 1, 1, false, seed, "conv1"));
+    conv1_ = RegisterModule(
+        "conv1", std::make_shared<Conv2d>(c.in_channels, c.width, 3, 1, 1, false, seed, "conv1"));
     bn1_ = RegisterModule("bn1", std::make_shared<BatchNorm2d>(c.width, "bn1"));
-    const std::vector<int> blocks = c.depth == 18 ? std::vector<int>{2, 2, 2, 2} : std::vector<int>{3, 4, 6, 3};
+    const std::vector<int> blocks =
+        c.depth == 18 ? std::vector<int>{2, 2, 2, 2} : std::vector<int>{3, 4, 6, 3};
     int64_t in = c.width;
     for (int stage = 0; stage < 4; ++stage) {
       const int64_t planes = c.width << stage;
@@ -138,10 +155,12 @@ class ResNet : public Model {
         const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
         const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
         if (c.depth == 18) {
-          basic_.push_back(RegisterModule(name, std::make_shared<BasicBlock>(in, planes, stride, seed, name)));
+          basic_.push_back(
+              RegisterModule(name, std::make_shared<BasicBlock>(in, planes, stride, seed, name)));
           in = planes;
         } else {
-          bottleneck_.push_back(RegisterModule(name, std::make_shared<Bottleneck>(in, planes, stride, seed, name)));
+          bottleneck_.push_back(
+              RegisterModule(name, std::make_shared<Bottleneck>(in, planes, stride, seed, name)));
           in = planes * Bottleneck::kExpansion;
         }
       }
@@ -173,17 +192,25 @@ class ResNet : public Model {
 
 class Gpt2Block : public Module {
  public:
-  Gpt2Block(const Gpt2Config& c, uint64_t seed, const std::string& name) : Module(name), dropout_(c.dropout) {
+  Gpt2Block(const Gpt2Config& c, uint64_t seed, const std::string& name)
+      : Module(name), dropout_(c.dropout) {
     const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
     ln_1_ = RegisterModule("ln_1", std::make_shared<LayerNorm>(c.d_model, Join(name, "ln_1")));
-    attn_ = RegisterModule("attn", std::make_shared<CausalSelfAttention>(c.d_model, c.heads, c.dropout, seed, Join(name, "attn"), proj_std));
+    attn_ = RegisterModule(
+        "attn", std::make_shared<CausalSelfAttention>(c.d_model, c.heads, c.dropout, seed,
+                                                      Join(name, "attn"), proj_std));
     ln_2_ = RegisterModule("ln_2", std::make_shared<LayerNorm>(c.d_model, Join(name, "ln_2")));
-    c_fc_ = RegisterModule("mlp.c_fc", std::make_shared<Linear>(c.d_model, 4 * c.d_model, true, seed, Join(name, "mlp.c_fc"), 0.02));
-    c_proj_ = RegisterModule("mlp.c_proj", std::make_shared<Linear>(4 * c.d_model, c.d_model, true, seed, Join(name, "mlp.c_proj"), proj_std));
+    c_fc_ =
+        RegisterModule("mlp.c_fc", std::make_shared<Linear>(c.d_model, 4 * c.d_model, true, seed,
+                                                            Join(name, "mlp.c_fc"), 0.02));
+    c_proj_ =
+        RegisterModule("mlp.c_proj", std::make_shared<Linear>(4 * c.d_model, c.d_model, true, seed,
+                                                              Join(name, "mlp.c_proj"), proj_std));
   }
   at::Tensor Forward(const at::Tensor& x) {
     at::Tensor h = x + attn_->Forward(ln_1_->Forward(x));
-    at::Tensor m = c_proj_->Forward(Gelu(c_fc_->Forward(ln_2_->Forward(h)), Join(name(), "mlp.gelu")));
+    at::Tensor m =
+        c_proj_->Forward(Gelu(c_fc_->Forward(ln_2_->Forward(h)), Join(name(), "mlp.gelu")));
     return h + Dropout(m, dropout_, training(), Join(name(), "mlp.dropout"));
   }
 
@@ -200,10 +227,13 @@ class Gpt2 : public Model {
     if (c.layers < 1 || c.d_model < 1 || c.heads < 1 || c.vocab < 2 || c.context < 1) {
       throw Error("gpt2: layers, d_model, heads, context must be >= 1 and vocab >= 2");
     }
-    if (c.d_model % c.heads != 0) throw Error("gpt2: d_model " + Str(c.d_model) + " is not divisible by heads " + Str(c.heads));
+    if (c.d_model % c.heads != 0)
+      throw Error("gpt2: d_model " + Str(c.d_model) + " is not divisible by heads " + Str(c.heads));
     if (c.dropout < 0 || c.dropout >= 1) throw Error("gpt2: dropout must be in [0, 1)");
-    wte_ = RegisterModule("wte", std::make_shared<Embedding>(c.vocab, c.d_model, seed, "wte", 0.02));
-    wpe_ = RegisterModule("wpe", std::make_shared<Embedding>(c.context, c.d_model, seed, "wpe", 0.01));
+    wte_ =
+        RegisterModule("wte", std::make_shared<Embedding>(c.vocab, c.d_model, seed, "wte", 0.02));
+    wpe_ =
+        RegisterModule("wpe", std::make_shared<Embedding>(c.context, c.d_model, seed, "wpe", 0.01));
     for (int64_t i = 0; i < c.layers; ++i) {
       const std::string name = "h." + std::to_string(i);
       blocks_.push_back(RegisterModule(name, std::make_shared<Gpt2Block>(c, seed, name)));
@@ -214,7 +244,9 @@ class Gpt2 : public Model {
   at::Tensor Forward(const at::Tensor& tokens) override {
     if (tokens.dim() != 2) throw Error("gpt2: expected tokens [N, T]");
     const int64_t t = tokens.size(1);
-    if (t > config_.context) throw Error("gpt2: sequence of " + Str(t) + " tokens exceeds the context " + Str(config_.context));
+    if (t > config_.context)
+      throw Error("gpt2: sequence of " + Str(t) + " tokens exceeds the context " +
+                  Str(config_.context));
     at::Tensor positions = at::arange(t, at::kLong);
     at::Tensor x = AddBroadcastOp(wte_->Forward(tokens), wpe_->Forward(positions));
     x = Dropout(x, config_.dropout, training(), "embd_dropout");
@@ -244,7 +276,9 @@ std::map<std::string, std::string> ConfigFields(const MlpConfig& c) {
 }
 
 std::map<std::string, std::string> ConfigFields(const ResNetConfig& c) {
-  return {{"depth", Str(int64_t{c.depth})}, {"width", Str(c.width)}, {"in_channels", Str(c.in_channels)},
+  return {{"depth", Str(int64_t{c.depth})},
+          {"width", Str(c.width)},
+          {"in_channels", Str(c.in_channels)},
           {"classes", Str(c.classes)}};
 }
 
@@ -264,10 +298,14 @@ at::Tensor Model::Loss(const at::Tensor& logits, const at::Tensor& targets) {
   return CrossEntropy(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 
-std::shared_ptr<Model> MakeMlp(const MlpConfig& config, uint64_t seed) { return std::make_shared<Mlp>(config, seed); }
+std::shared_ptr<Model> MakeMlp(const MlpConfig& config, uint64_t seed) {
+  return std::make_shared<Mlp>(config, seed);
+}
 std::shared_ptr<Model> MakeResNet(const ResNetConfig& config, uint64_t seed) {
   return std::make_shared<ResNet>(config, seed);
 }
-std::shared_ptr<Model> MakeGpt2(const Gpt2Config& config, uint64_t seed) { return std::make_shared<Gpt2>(config, seed); }
+std::shared_ptr<Model> MakeGpt2(const Gpt2Config& config, uint64_t seed) {
+  return std::make_shared<Gpt2>(config, seed);
+}
 
 }  // namespace vt::nn

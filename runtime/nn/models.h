@@ -35,10 +35,10 @@ struct MlpConfig {
 };
 
 struct ResNetConfig {
-  int depth = 18;            // 18 (basic blocks) or 50 (bottlenecks). Default: 18.
-  int64_t width = 64;        // channels of the first stage (64 is torchvision's). Default: 64.
-  int64_t in_channels = 3;   // 1 (Fashion-MNIST) or 3. Default: 3.
-  int64_t classes = 10;      // Default: 10.
+  int depth = 18;           // 18 (basic blocks) or 50 (bottlenecks). Default: 18.
+  int64_t width = 64;       // channels of the first stage (64 is torchvision's). Default: 64.
+  int64_t in_channels = 3;  // 1 (Fashion-MNIST) or 3. Default: 3.
+  int64_t classes = 10;     // Default: 10.
 };
 
 struct Gpt2Config {

@@ -37,7 +37,8 @@ at::Tensor InitNormal(at::IntArrayRef sizes, double std, uint64_t seed, const st
   return OnFp32Grid(z * std);
 }
 
-at::Tensor InitUniform(at::IntArrayRef sizes, double bound, uint64_t seed, const std::string& name) {
+at::Tensor InitUniform(at::IntArrayRef sizes, double bound, uint64_t seed,
+                       const std::string& name) {
   at::Tensor u = UniformTensor(sizes, at::kDouble, Mix(seed ^ NameHash(name)),
                                static_cast<uint32_t>(RandomStream::kInit));
   return OnFp32Grid((u * 2.0 - 1.0) * bound);
@@ -100,7 +101,8 @@ std::vector<std::pair<std::string, at::Tensor*>> Module::NamedState() {
   out.insert(out.end(), buffers.begin(), buffers.end());
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 1; i < out.size(); ++i) {
-    if (out[i].first == out[i - 1].first) throw Error("duplicate state name '" + out[i].first + "'");
+    if (out[i].first == out[i - 1].first)
+      throw Error("duplicate state name '" + out[i].first + "'");
   }
   return out;
 }

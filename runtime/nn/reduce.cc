@@ -49,7 +49,8 @@ at::Tensor ColumnSum(const at::Tensor& t) { return vt::Sum(t.reshape({-1, t.size
 // "<name>.var:fwd" and "<name>.stats:bwd" (layer and batch norm). Without a step context
 // ApplyBoundary returns its input, and the ops are plain profile-ordered FP64.
 struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t bwd_call) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name,
+                            int64_t bwd_call) {
     at::Tensor e = (x - std::get<0>(x.max(-1, true))).exp();
     at::Tensor y = e / ApplyBoundary(name + ".sum:fwd", RowSum(e));
     ctx->save_for_backward({y});
@@ -64,7 +65,8 @@ struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
 };
 
 struct LogSoftmaxFn : public torch::autograd::Function<LogSoftmaxFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name, int64_t bwd_call) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name,
+                            int64_t bwd_call) {
     at::Tensor z = x - std::get<0>(x.max(-1, true));
     at::Tensor y = z - ApplyBoundary(name + ".sum:fwd", RowSum(z.exp())).log();
     ctx->save_for_backward({y});
@@ -80,14 +82,16 @@ struct LogSoftmaxFn : public torch::autograd::Function<LogSoftmaxFn> {
 
 // Rounds two statistics of the same shape as one boundary call: [..., 1] and [..., 1] (or
 // [C] and [C]) go through the boundary side by side.
-std::pair<at::Tensor, at::Tensor> RoundPair(const AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
+std::pair<at::Tensor, at::Tensor> RoundPair(const AutogradContext* ctx, const at::Tensor& a,
+                                            const at::Tensor& b) {
   at::Tensor both = RoundBackward(ctx, at::stack({a, b}));
   return {both[0], both[1]};
 }
 
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                            double eps, const std::string& name, int64_t bwd_call) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& b, double eps, const std::string& name,
+                            int64_t bwd_call) {
     const double d = static_cast<double>(x.size(-1));
     at::Tensor centered = x - ApplyBoundary(name + ".mean:fwd", RowSum(x) / d);
     at::Tensor var = ApplyBoundary(name + ".var:fwd", RowSum(centered * centered) / d);
@@ -114,8 +118,9 @@ at::Tensor ChannelSum(const at::Tensor& t) { return vt::Sum(t, {0, 2, 3}); }
 at::Tensor PerChannel(const at::Tensor& t) { return t.view({1, -1, 1, 1}); }
 
 struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& b,
-                               double eps, const std::string& name, int64_t bwd_call) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                               const at::Tensor& b, double eps, const std::string& name,
+                               int64_t bwd_call) {
     const double count = static_cast<double>(x.numel() / x.size(1));
     at::Tensor mean = ApplyBoundary(name + ".mean:fwd", ChannelSum(x) / count);
     at::Tensor centered = x - PerChannel(mean);
@@ -134,14 +139,16 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const double count = ctx->saved_data["count"].toDouble();
     const at::Tensor& g = grads[0];
     at::Tensor gxhat = g * PerChannel(w);
-    auto [mean_g, mean_gx] = RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxhat * xhat) / count);
+    auto [mean_g, mean_gx] =
+        RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxhat * xhat) / count);
     at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - xhat * PerChannel(mean_gx));
     return {gx, ChannelSum(g * xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight, const at::Tensor& indices) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight,
+                            const at::Tensor& indices) {
     ctx->save_for_backward({indices});
     ctx->saved_data["rows"] = weight.size(0);
     return at::embedding(weight, indices);
@@ -149,7 +156,8 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor indices = ctx->get_saved_variables()[0];
     const at::Tensor& g = grads[0];
-    at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}), ctx->saved_data["rows"].toInt());
+    at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}),
+                                     ctx->saved_data["rows"].toInt());
     return {gw, at::Tensor()};
   }
 };
@@ -175,9 +183,11 @@ struct AddBroadcastFn : public torch::autograd::Function<AddBroadcastFn> {
 
 void CheckFloating(const at::Tensor& x, const char* op) {
   if (!at::isFloatingType(x.scalar_type())) {
-    throw Error(std::string(op) + ": expected a floating-point tensor, got " + std::string(c10::toString(x.scalar_type())));
+    throw Error(std::string(op) + ": expected a floating-point tensor, got " +
+                std::string(c10::toString(x.scalar_type())));
   }
-  if (x.dim() == 0) throw Error(std::string(op) + ": expected at least one dimension, got a scalar");
+  if (x.dim() == 0)
+    throw Error(std::string(op) + ": expected at least one dimension, got a scalar");
 }
 
 }  // namespace
@@ -192,23 +202,26 @@ at::Tensor LogSoftmaxOp(const at::Tensor& x, const std::string& name) {
   return LogSoftmaxFn::apply(x, name, BackwardCall(name + ".sum:bwd", {x}));
 }
 
-at::Tensor LayerNormOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                       const std::string& name) {
+at::Tensor LayerNormOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                       double eps, const std::string& name) {
   CheckFloating(x, "layer_norm");
   if (weight.dim() != 1 || bias.sizes() != weight.sizes() || x.size(-1) != weight.size(0)) {
-    throw Error("layer_norm: input's last dimension " + std::to_string(x.size(-1)) + " must match weight and bias [" +
-                std::to_string(weight.size(0)) + "]");
+    throw Error("layer_norm: input's last dimension " + std::to_string(x.size(-1)) +
+                " must match weight and bias [" + std::to_string(weight.size(0)) + "]");
   }
-  return LayerNormFn::apply(x, weight, bias, eps, name, BackwardCall(name + ".stats:bwd", {x, weight, bias}));
+  return LayerNormFn::apply(x, weight, bias, eps, name,
+                            BackwardCall(name + ".stats:bwd", {x, weight, bias}));
 }
 
-BatchNormResult BatchNormTrainOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                                 const std::string& name) {
+BatchNormResult BatchNormTrainOp(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, double eps, const std::string& name) {
   CheckFloating(x, "batch_norm");
-  if (x.dim() != 4 || weight.dim() != 1 || weight.size(0) != x.size(1) || bias.sizes() != weight.sizes()) {
+  if (x.dim() != 4 || weight.dim() != 1 || weight.size(0) != x.size(1) ||
+      bias.sizes() != weight.sizes()) {
     throw Error("batch_norm: expected input [N, C, H, W] and weight, bias [C]");
   }
-  auto out = BatchNormFn::apply(x, weight, bias, eps, name, BackwardCall(name + ".stats:bwd", {x, weight, bias}));
+  auto out = BatchNormFn::apply(x, weight, bias, eps, name,
+                                BackwardCall(name + ".stats:bwd", {x, weight, bias}));
   return {out[0], out[1], out[2]};
 }
 
@@ -217,7 +230,8 @@ at::Tensor EmbeddingOp(const at::Tensor& weight, const at::Tensor& indices) {
 }
 
 at::Tensor AddBroadcastOp(const at::Tensor& a, const at::Tensor& b) {
-  if (b.dim() > a.dim()) throw Error("add_broadcast: the broadcast operand has more dimensions than the result");
+  if (b.dim() > a.dim())
+    throw Error("add_broadcast: the broadcast operand has more dimensions than the result");
   for (int64_t d = 0; d < b.dim(); ++d) {
     const int64_t bs = b.size(d), as = a.size(a.dim() - b.dim() + d);
     if (bs != as && bs != 1) throw Error("add_broadcast: shapes do not broadcast");

@@ -30,16 +30,16 @@ at::Tensor SoftmaxOp(const at::Tensor& x, const std::string& name);
 at::Tensor LogSoftmaxOp(const at::Tensor& x, const std::string& name);
 
 // Layer norm over the last dimension (size of weight and bias).
-at::Tensor LayerNormOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                       const std::string& name);
+at::Tensor LayerNormOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                       double eps, const std::string& name);
 
 // Batch norm of x [N, C, H, W] with batch statistics. Returns {y, mean, var} with the biased
 // variance; mean and var carry no gradient (they feed the running statistics).
 struct BatchNormResult {
   at::Tensor y, mean, var;
 };
-BatchNormResult BatchNormTrainOp(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                                 double eps, const std::string& name);
+BatchNormResult BatchNormTrainOp(const at::Tensor& x, const at::Tensor& weight,
+                                 const at::Tensor& bias, double eps, const std::string& name);
 
 // weight[indices]; the backward adds the rows of equal indices in the profile's order.
 at::Tensor EmbeddingOp(const at::Tensor& weight, const at::Tensor& indices);

@@ -66,7 +66,8 @@ double Schedule::Factor(int64_t step) const {
   const double span = static_cast<double>(std::max<int64_t>(1, total - warmup));
   double progress = static_cast<double>(step - warmup) / span;
   progress = std::min(1.0, std::max(0.0, progress));
-  const double decay = kind == "cosine" ? 0.5 * (1.0 + PortableCos(kPi * progress)) : 1.0 - progress;
+  const double decay =
+      kind == "cosine" ? 0.5 * (1.0 + PortableCos(kPi * progress)) : 1.0 - progress;
   return min_factor + (1.0 - min_factor) * decay;
 }
 
@@ -83,8 +84,11 @@ void OptimizerConfig::Validate() const {
 }
 
 std::map<std::string, std::string> OptimizerConfig::Canonical() const {
-  std::map<std::string, std::string> out = {{"kind", kind}, {"lr", Num(lr)}, {"weight_decay", Num(weight_decay)},
-                                            {"schedule", schedule.kind}, {"warmup", std::to_string(schedule.warmup)},
+  std::map<std::string, std::string> out = {{"kind", kind},
+                                            {"lr", Num(lr)},
+                                            {"weight_decay", Num(weight_decay)},
+                                            {"schedule", schedule.kind},
+                                            {"warmup", std::to_string(schedule.warmup)},
                                             {"min_factor", Num(schedule.min_factor)}};
   if (kind == "sgd") {
     out["momentum"] = Num(momentum);
@@ -109,7 +113,8 @@ void Optimizer::InitState(const NamedTensors& params) {
     if (config_.kind == "adamw" || config_.momentum > 0) {
       if (!first_.count(name)) first_[name] = at::zeros_like(*p).detach();
     }
-    if (config_.kind == "adamw" && !second_.count(name)) second_[name] = at::zeros_like(*p).detach();
+    if (config_.kind == "adamw" && !second_.count(name))
+      second_[name] = at::zeros_like(*p).detach();
   }
 }
 
@@ -147,7 +152,8 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
       v = config_.beta2 * v + (1.0 - config_.beta2) * grad * grad;
       nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
       const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
-      at::Tensor decayed = config_.weight_decay > 0 ? value * (1.0 - lr * config_.weight_decay) : value;
+      at::Tensor decayed =
+          config_.weight_decay > 0 ? value * (1.0 - lr * config_.weight_decay) : value;
       updated = decayed - lr * (m / c1) / (at::sqrt(v / c2) + config_.eps);
     }
     nn::ApplyBoundaryInPlace(name + ":update", &updated);

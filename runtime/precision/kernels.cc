@@ -190,7 +190,8 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
     double* __restrict io = out;  // in place through one pointer, as in RoundBody
     for (int64_t i = begin; i < end; ++i) {
       const double xi = kInPlace ? io[i] : x[i];
-      io[i] = BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, alpha_scale, &c, &il, &nm, &st, &b));
+      io[i] =
+          BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, alpha_scale, &c, &il, &nm, &st, &b));
     }
     corrections += c;
     illegitimate += il;
@@ -266,7 +267,7 @@ struct KernelTable {
 // always inlined into these, and so compiled and vectorized for the variant's ISA. (The
 // AVX-512 table replaces two of them by hand-written kernels; `unused` lets the compiler
 // drop those without a warning.)
-#define VT_DEFINE_KERNELS(NAME, TARGET)                                                      \
+#define VT_DEFINE_KERNELS(NAME, TARGET)                                                           \
   TARGET void NAME##RoundNoLog(const KernelParams& p, const double* x, double* out, uint8_t* s,   \
                                int64_t n, RoundTally* t) {                                        \
     RoundBody<false, false>(p, x, out, s, n, t);                                                  \
@@ -296,9 +297,7 @@ struct KernelTable {
     GridBody(k, x, lo, hi, n, bad);                                                               \
   }                                                                                               \
   TARGET uint64_t NAME##MaxAbs(const double* x, int64_t n) { return MaxAbsBody(x, n); }           \
-  TARGET int64_t NAME##Count(const uint8_t* s, int64_t n, uint8_t v) {                            \
-    return CountBody(s, n, v);                                                                    \
-  }
+  TARGET int64_t NAME##Count(const uint8_t* s, int64_t n, uint8_t v) { return CountBody(s, n, v); }
 
 #define VT_TARGET_GENERIC __attribute__((unused))
 #define VT_TARGET_AVX2 __attribute__((target("avx2"), unused))
@@ -308,10 +307,10 @@ VT_DEFINE_KERNELS(Generic, VT_TARGET_GENERIC)
 VT_DEFINE_KERNELS(Avx2, VT_TARGET_AVX2)
 VT_DEFINE_KERNELS(Avx512, VT_TARGET_AVX512)
 
-#define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE)          \
-  {                                                                                            \
-    {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},            \
-        {REPLAY, REPLAY_IN_PLACE}, NAME##Grid, NAME##MaxAbs, NAME##Count,                      \
+#define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE) \
+  {                                                                                   \
+    {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},   \
+        {REPLAY, REPLAY_IN_PLACE}, NAME##Grid, NAME##MaxAbs, NAME##Count,             \
   }
 
 const KernelTable kGenericTable = VT_KERNEL_TABLE(Generic, GenericRoundLog, GenericRoundLogInPlace,

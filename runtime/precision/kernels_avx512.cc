@@ -49,7 +49,8 @@ VT_AVX512 inline Lanes CellOf8(__m512d x, __m512i k_plus_29, __m512i k_minus_23)
 
 // window.h InWindow: (a < g/4 and mid - w <= a) or (a >= g/4 and |a - mid| <= w).
 VT_AVX512 inline __mmask8 InWindow8(const Lanes& l, __m512d w) {
-  const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
+  const __mmask8 tiny =
+      _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
   const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
   const __mmask8 tiny_in = _mm512_cmp_pd_mask(_mm512_sub_pd(l.mid, w), l.a, _CMP_LE_OQ);
   const __mmask8 in = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
@@ -101,20 +102,26 @@ VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const Kerne
   const __m512d lower_mid = LowerMid8(l, k_minus_23);
   const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
   Wide r;
-  const __mmask8 exact_window = _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_GT_OQ);
+  const __mmask8 exact_window =
+      _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_GT_OQ);
   // Exact zeros are exempt (kernels.cc RoundOne).
   const __mmask8 nonzero = _mm512_cmp_pd_mask(l.a, _mm512_setzero_pd(), _CMP_NEQ_OQ);
-  r.other = static_cast<__mmask8>(exact_window & nonzero & _mm512_cmp_pd_mask(lower_mid, w, _CMP_LT_OQ));
+  r.other =
+      static_cast<__mmask8>(exact_window & nonzero & _mm512_cmp_pd_mask(lower_mid, w, _CMP_LT_OQ));
   // Too wide for a direction (w > g/2), or a zero window, where an honest trainer logs nothing.
-  r.too_wide = static_cast<__mmask8>(_mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.5), l.g), _CMP_GT_OQ) |
-                                     _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ));
+  r.too_wide = static_cast<__mmask8>(
+      _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.5), l.g), _CMP_GT_OQ) |
+      _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ));
   // ExactToleranceAt.
-  const __m512d top = _mm512_min_pd(_mm512_add_pd(l.a, _mm512_mul_pd(_mm512_set1_pd(2.0), w)), _mm512_set1_pd(0x1p127));
-  const __m512d t = _mm512_mul_pd(_mm512_set1_pd(2.0), Window8(band, SpacingAt8(top, k_minus_23), alpha_scale));
+  const __m512d top = _mm512_min_pd(_mm512_add_pd(l.a, _mm512_mul_pd(_mm512_set1_pd(2.0), w)),
+                                    _mm512_set1_pd(0x1p127));
+  const __m512d t =
+      _mm512_mul_pd(_mm512_set1_pd(2.0), Window8(band, SpacingAt8(top, k_minus_23), alpha_scale));
   const __m512d low = _mm512_max_pd(_mm512_sub_pd(l.a, t), _mm512_setzero_pd());
   const __m512d g_minus = SpacingAt8(low, k_minus_23);
-  const __mmask8 eligible = _mm512_cmp_pd_mask(Window8(band, g_minus, alpha_scale),
-                                               _mm512_mul_pd(_mm512_set1_pd(0.25), g_minus), _CMP_GT_OQ);
+  const __mmask8 eligible =
+      _mm512_cmp_pd_mask(Window8(band, g_minus, alpha_scale),
+                         _mm512_mul_pd(_mm512_set1_pd(0.25), g_minus), _CMP_GT_OQ);
   const __mmask8 near_mid =
       static_cast<__mmask8>((off & InWindow8(l, t)) | _mm512_cmp_pd_mask(lower_mid, t, _CMP_LE_OQ));
   const __mmask8 dir_ok = static_cast<__mmask8>(off & in2 & ~r.too_wide);
@@ -127,8 +134,9 @@ VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const Kerne
 // tolerance reaches down to the uniform grid around 0). Never for the kRelative shape with
 // band <= 1/4, where w <= g/4 everywhere and EXACT is never eligible.
 VT_AVX512 inline __mmask8 WideLanes(const Lanes& l, __m512d w) {
-  return static_cast<__mmask8>(_mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.0625), l.g), _CMP_GT_OQ) |
-                               _mm512_cmp_pd_mask(l.a, l.g, _CMP_LT_OQ));
+  return static_cast<__mmask8>(
+      _mm512_cmp_pd_mask(w, _mm512_mul_pd(_mm512_set1_pd(0.0625), l.g), _CMP_GT_OQ) |
+      _mm512_cmp_pd_mask(l.a, l.g, _CMP_LT_OQ));
 }
 
 VT_AVX512 inline int Count(__mmask8 m) { return __builtin_popcount(static_cast<unsigned>(m)); }
@@ -145,8 +153,8 @@ enum class Shape { kGeneral, kAbsolute, kRelative };
 // Classifies and rounds 8 lanes (the first `valid` ones are real); returns the 8 state
 // bytes and folds the bit patterns of rnd_b(|x|) into `max_r` for the range check.
 template <Shape kShape>
-VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, double* out, __mmask8 valid,
-                                   __m512i* max_r, int64_t* steerable) {
+VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, double* out,
+                                   __mmask8 valid, __m512i* max_r, int64_t* steerable) {
   const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
   const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
   const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
@@ -154,8 +162,9 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, doubl
   // !(r < 2^128) for a non-negative r or NaN is "bits of r >= bits of 2^128" (unsigned).
   *max_r = _mm512_max_epu64(*max_r, _mm512_castpd_si512(l.r));
   const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
-                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
-                                                 : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+                    : kShape == Shape::kRelative
+                        ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                        : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
   const __m512d quarter_g = _mm512_mul_pd(_mm512_set1_pd(0.25), l.g);
   // InWindow without its tiny-magnitude case when no lane is below g/4 (lo = 0 needs
   // |x| < 2^-151): the common case costs one comparison.
@@ -188,7 +197,8 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, doubl
     s = _mm512_mask_mov_epi64(s, needs_exact, _mm512_set1_epi64(3));
   }
   s = _mm512_maskz_mov_epi64(logged, s);
-  _mm512_mask_storeu_pd(out, valid, _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(l.r), l.sign)));
+  _mm512_mask_storeu_pd(out, valid,
+                        _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(l.r), l.sign)));
   return _mm512_cvtepi64_epi8(s);
 }
 
@@ -202,8 +212,8 @@ VT_AVX512 inline void CountStates64(const uint8_t* states, int64_t n, RoundTally
 }
 
 template <Shape kShape>
-VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out, uint8_t* states,
-                              int64_t n, RoundTally* tally) {
+VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out,
+                              uint8_t* states, int64_t n, RoundTally* tally) {
   const KernelParams p = params;  // a local copy: the state stores cannot alias it
   __m512i max_r = _mm512_setzero_si512();
   RoundTally t;
@@ -213,7 +223,8 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int64_t j = i; j < i + 64; j += 8) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r, &steerable));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j),
+                       RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r, &steerable));
     }
     if (i > 0) CountStates64(states + i - 64, 64, &t);
   }
@@ -221,12 +232,13 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   if (i < n) {
     for (int64_t j = i; j < n; j += 8) {
       const __mmask8 valid = TailMask(n - j);
-      _mm_mask_storeu_epi8(states + j, valid, RoundLog8<kShape>(p, x + j, out + j, valid, &max_r, &steerable));
+      _mm_mask_storeu_epi8(states + j, valid,
+                           RoundLog8<kShape>(p, x + j, out + j, valid, &max_r, &steerable));
     }
     CountStates64(states + i, n - i, &t);
   }
-  const __mmask8 bad =
-      _mm512_cmpge_epu64_mask(max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
   tally->down += t.down;
   tally->up += t.up;
   tally->exact += t.exact;
@@ -242,8 +254,8 @@ struct ReplayCounts {
 // Replays 8 lanes (the first `valid` ones are real): writes the results, adds the counts
 // and folds the bit patterns of rnd_b(|x'|) and of the results into `max_r`.
 template <Shape kShape>
-VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint8_t* states, double* out,
-                              __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
+VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint8_t* states,
+                              double* out, __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
   const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
   const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
   const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
@@ -251,14 +263,15 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
   const Lanes l = CellOf8(xv, k_plus_29, k_minus_23);
   // kRelative here only means alpha_scale = 0 (any band): w = fl(band * g) + 0 = fl(band * g).
   const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
-                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
-                                                 : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+                    : kShape == Shape::kRelative
+                        ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                        : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
   const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
   const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
   const __mmask8 st_none = _mm512_cmpeq_epi64_mask(st, _mm512_setzero_si512());
   const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
-  const __mmask8 is_dir = static_cast<__mmask8>(_mm512_cmplt_epu64_mask(_mm512_sub_epi64(st, _mm512_set1_epi64(1)),
-                                                                        _mm512_set1_epi64(2)));
+  const __mmask8 is_dir = static_cast<__mmask8>(
+      _mm512_cmplt_epu64_mask(_mm512_sub_epi64(st, _mm512_set1_epi64(1)), _mm512_set1_epi64(2)));
   // The entry asks for hi(|x'|) when (UP and x' >= 0) or (DOWN and x' < 0).
   const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
@@ -270,7 +283,8 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
   const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
   __mmask8 in1 = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
   __mmask8 in2 = _mm512_cmp_pd_mask(d, w2, _CMP_LE_OQ);
-  const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
+  const __mmask8 tiny =
+      _mm512_cmp_pd_mask(l.a, _mm512_mul_pd(_mm512_set1_pd(0.25), l.g), _CMP_LT_OQ);
   if (__builtin_expect(tiny != 0, 0)) {
     in1 = InWindow8(l, w);
     in2 = InWindow8(l, w2);
@@ -298,21 +312,23 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
   c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
   c->near_misses += Count(static_cast<__mmask8>(st_none & near & valid));
   // Range: rnd_b(|x'|) and |result| (non-negative or NaN) below 2^128, compared as bits.
-  *max_r = _mm512_max_epu64(*max_r, _mm512_max_epu64(_mm512_castpd_si512(l.r), _mm512_castpd_si512(result)));
-  _mm512_mask_storeu_pd(out, valid, _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(result), l.sign)));
+  *max_r = _mm512_max_epu64(
+      *max_r, _mm512_max_epu64(_mm512_castpd_si512(l.r), _mm512_castpd_si512(result)));
+  _mm512_mask_storeu_pd(out, valid,
+                        _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(result), l.sign)));
 }
 
 template <Shape kShape>
-VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const uint8_t* states, double* out,
-                            int64_t n, ReplayTally* tally) {
+VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const uint8_t* states,
+                            double* out, int64_t n, ReplayTally* tally) {
   const KernelParams p = params;  // a local copy: the output stores cannot alias it
   __m512i max_r = _mm512_setzero_si512();
   ReplayCounts c;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) Replay8<kShape>(p, x + i, states + i, out + i, 0xff, &c, &max_r);
   if (i < n) Replay8<kShape>(p, x + i, states + i, out + i, TailMask(n - i), &c, &max_r);
-  const __mmask8 bad =
-      _mm512_cmpge_epu64_mask(max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
   tally->corrections += c.corrections;
   tally->illegitimate += c.illegitimate;
   tally->near_misses += c.near_misses;

@@ -315,7 +315,8 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
     const double rnd = BitsDouble(DoubleBits(c.r) | sign);
     if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, params.alpha_scale)) {
+    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band,
+                         params.alpha_scale)) {
       ++total.illegitimate;
     }
     op[exact[j].position] = v;

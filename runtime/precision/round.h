@@ -89,7 +89,7 @@ struct ReplayReport {
   int64_t steerable = 0;  // Values (logged or not) whose rounding the trainer could have
                           // chosen either way and passed these checks (window.h
                           // Steerable): the trainer's real room, >= its logged entries'.
-  double scale = 0.0;  // The replayer's max |x'| (0 when alpha = 0).
+  double scale = 0.0;     // The replayer's max |x'| (0 when alpha = 0).
 };
 
 struct ReplayResult {

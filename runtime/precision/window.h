@@ -23,8 +23,8 @@
 // decide the outcome (w in [g/4, g] makes mid - w exact; other w decide it either way).
 #pragma once
 
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #define VT_PRECISION_INLINE inline __attribute__((always_inline))
@@ -167,7 +167,8 @@ VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k
   const bool off = !c.on_grid;
   const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g) & (w > 0.0);
   const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
-  const bool near_mid = (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
+  const bool near_mid =
+      (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
   return dir_ok | (tol.eligible & near_mid);
 }
 
@@ -182,9 +183,7 @@ VT_PRECISION_INLINE bool MayBeWide(double band, double alpha_scale) {
 // outside this (w <= g/16 and a >= g) the honest trainer logs only its own cell's midpoint,
 // EXACT is not eligible within the tolerance (t <= 6w < a/2, so the spacing there is at
 // least g/2 and the window below a quarter of it), and Steerable is SteerableNarrow.
-VT_PRECISION_INLINE bool WideAt(double a, double g, double w) {
-  return (w > 0.0625 * g) | (a < g);
-}
+VT_PRECISION_INLINE bool WideAt(double a, double g, double w) { return (w > 0.0625 * g) | (a < g); }
 
 // Steerable where WideAt is false or !MayBeWide: a direction entry is accepted.
 VT_PRECISION_INLINE bool SteerableNarrow(double a, const Cell& c, double w) {
@@ -197,7 +196,7 @@ VT_PRECISION_INLINE bool SteerableNarrow(double a, const Cell& c, double w) {
 // of values that round to v) lies within the tolerance t of x.
 inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double alpha_scale) {
   const uint32_t vb = FloatBits(v);
-  if ((vb & 0x7f800000u) == 0x7f800000u) return false;  // Inf/NaN
+  if ((vb & 0x7f800000u) == 0x7f800000u) return false;     // Inf/NaN
   if ((vb & ((uint32_t{1} << k) - 1)) != 0) return false;  // not on the b-grid
   const uint64_t ux = DoubleBits(x);
   const uint64_t x_sign = ux & kSignBit;
@@ -209,7 +208,7 @@ inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double a
   // v in the frame where x >= 0: its magnitude and whether it lies on the other side of 0.
   const double av = static_cast<double>(BitsFloat(vb & 0x7fffffffu));
   const bool v_neg = av != 0.0 && ((vb >> 31) != 0) != (x_sign != 0);
-  const double g_above = SpacingAt(av, k);                   // step from |v| away from 0
+  const double g_above = SpacingAt(av, k);                         // step from |v| away from 0
   const double g_below = 2.0 * OnGridMidDistance(av, k, g_above);  // step toward 0 (g for 0)
   // The midpoints adjacent to v, as signed values in that frame.
   const double m_far = v_neg ? -(av + 0.5 * g_above) : av + 0.5 * g_above;

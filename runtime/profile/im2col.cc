@@ -9,7 +9,8 @@ namespace vt {
 namespace {
 
 // The output columns ox in [*lo, *hi) whose input column ox*stride - pad + kj lies in [0, w).
-void ValidRange(int64_t ow, int64_t w, int64_t stride, int64_t pad, int64_t kj, int64_t* lo, int64_t* hi) {
+void ValidRange(int64_t ow, int64_t w, int64_t stride, int64_t pad, int64_t kj, int64_t* lo,
+                int64_t* hi) {
   const int64_t shift = pad - kj;  // ix = ox*stride - shift
   *lo = shift > 0 ? (shift + stride - 1) / stride : 0;
   *hi = w + shift > 0 ? std::min<int64_t>(ow, (w + shift - 1) / stride + 1) : 0;
@@ -17,8 +18,8 @@ void ValidRange(int64_t ow, int64_t w, int64_t stride, int64_t pad, int64_t kj, 
 }
 
 template <typename T>
-void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
+void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
   const int64_t l = oh * ow, row_len = n * l;
   at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
@@ -54,8 +55,8 @@ void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t 
 }
 
 template <typename T>
-void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
+void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
   const int64_t l = oh * ow, row_len = n * l;
   at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
@@ -89,24 +90,27 @@ int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t ele
   return std::max<int64_t>(1, kChunkBytes / per_image);
 }
 
-at::Tensor Im2Col(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+at::Tensor Im2Col(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride,
+                  int64_t padding) {
   at::Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
   at::Tensor cols = at::empty({c * kh * kw, n * oh * ow}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vt_im2col", [&] {
-    Im2ColKernel<scalar_t>(x.data_ptr<scalar_t>(), cols.data_ptr<scalar_t>(), n, c, h, w, kh, kw, stride, padding, oh, ow);
+    Im2ColKernel<scalar_t>(x.data_ptr<scalar_t>(), cols.data_ptr<scalar_t>(), n, c, h, w, kh, kw,
+                           stride, padding, oh, ow);
   });
   return cols;
 }
 
-at::Tensor Col2Im(const at::Tensor& columns, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t stride, int64_t padding) {
+at::Tensor Col2Im(const at::Tensor& columns, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t stride, int64_t padding) {
   at::Tensor cols = columns.contiguous();
   const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
   at::Tensor x = at::zeros({n, c, h, w}, cols.options());
   AT_DISPATCH_FLOATING_TYPES(cols.scalar_type(), "vt_col2im", [&] {
-    Col2ImKernel<scalar_t>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh, kw, stride, padding, oh, ow);
+    Col2ImKernel<scalar_t>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh, kw,
+                           stride, padding, oh, ow);
   });
   return x;
 }

@@ -13,8 +13,8 @@ at::Tensor Im2Col(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride, i
 
 // The adjoint: cols [C*kh*kw, N*oh*ow] -> [N, C, H, W], summing overlapping patches in the
 // order (ki, kj) ascending.
-at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t stride, int64_t padding);
+at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t stride, int64_t padding);
 
 // How many images of a batch one im2col chunk holds: columns of at most ~16 MiB, so the
 // buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.

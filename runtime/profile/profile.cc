@@ -23,14 +23,16 @@ std::vector<Profile> MakeShipped() {
   {
     Profile n;
     n.name = "native";
-    n.description = "OpenBLAS as installed, ATen's own reductions, VTRUN_THREADS threads (default 1)";
+    n.description =
+        "OpenBLAS as installed, ATen's own reductions, VTRUN_THREADS threads (default 1)";
     p.push_back(n);
   }
   {
     Profile s;
     s.name = "splitk4";
-    s.description = "GEMM with K split in 4 parts added in order (as split-K GPU kernels do), "
-                    "reductions in 4 chunks, 1 thread";
+    s.description =
+        "GEMM with K split in 4 parts added in order (as split-K GPU kernels do), "
+        "reductions in 4 chunks, 1 thread";
     s.threads = 1;
     s.gemm = GemmOrder::kSplitK;
     s.gemm_chunks = 4;
@@ -41,8 +43,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile b;
     b.name = "blocked";
-    b.description = "GEMM over 8 K-blocks added as a balanced tree, pairwise reductions over "
-                    "8 blocks, 1 thread";
+    b.description =
+        "GEMM over 8 K-blocks added as a balanced tree, pairwise reductions over "
+        "8 blocks, 1 thread";
     b.threads = 1;
     b.gemm = GemmOrder::kPairwise;
     b.gemm_chunks = 8;
@@ -53,8 +56,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile r;
     r.name = "refblas";
-    r.description = "Netlib reference BLAS (no vector kernels; ~15x slower GEMM), reductions "
-                    "in 3 chunks, 1 thread";
+    r.description =
+        "Netlib reference BLAS (no vector kernels; ~15x slower GEMM), reductions "
+        "in 3 chunks, 1 thread";
     r.env = {{"LD_LIBRARY_PATH", std::string(kLibDir) + "/blas"}};
     r.threads = 1;
     r.reduce = ReduceOrder::kChunked;
@@ -64,8 +68,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile s;
     s.name = "nofma";
-    s.description = "OpenBLAS with its Sandy Bridge kernels (AVX, no FMA), GEMM with K split "
-                    "in 2, pairwise reductions over 5 blocks, 1 thread";
+    s.description =
+        "OpenBLAS with its Sandy Bridge kernels (AVX, no FMA), GEMM with K split "
+        "in 2, pairwise reductions over 5 blocks, 1 thread";
     s.env = {{"OPENBLAS_CORETYPE", "Sandybridge"}};
     s.threads = 1;
     // Without the split, short contractions (K < 256) give the same bits as reference BLAS:
@@ -79,8 +84,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile t;
     t.name = "threads2";
-    t.description = "2 threads (OpenBLAS and ATen's parallel loops split the work), GEMM with K "
-                    "split in 3, reductions in 2 chunks added in order (each thread's half)";
+    t.description =
+        "2 threads (OpenBLAS and ATen's parallel loops split the work), GEMM with K "
+        "split in 3, reductions in 2 chunks added in order (each thread's half)";
     t.threads = 2;
     t.gemm = GemmOrder::kSplitK;
     t.gemm_chunks = 3;
@@ -91,8 +97,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile s;
     s.name = "scalar";
-    s.description = "ATen's scalar kernels (ATEN_CPU_CAPABILITY=default: other exp, tanh, log), "
-                    "GEMM over 4 K-blocks added as a tree, pairwise reductions over 4 blocks, 1 thread";
+    s.description =
+        "ATen's scalar kernels (ATEN_CPU_CAPABILITY=default: other exp, tanh, log), "
+        "GEMM over 4 K-blocks added as a tree, pairwise reductions over 4 blocks, 1 thread";
     s.env = {{"ATEN_CPU_CAPABILITY", "default"}};
     s.aten_capability = "NO AVX";  // as at::show_config() names the scalar kernels
     s.threads = 1;
@@ -105,8 +112,9 @@ std::vector<Profile> MakeShipped() {
   {
     Profile b;
     b.name = "blis";
-    b.description = "BLIS (Debian's libblis4-openmp, 1 thread) as libblas.so.3 with GEMM over 6 "
-                    "K-blocks added as a tree, pairwise reductions over 6 blocks, 1 thread";
+    b.description =
+        "BLIS (Debian's libblis4-openmp, 1 thread) as libblas.so.3 with GEMM over 6 "
+        "K-blocks added as a tree, pairwise reductions over 6 blocks, 1 thread";
     b.env = {{"LD_LIBRARY_PATH", std::string(kLibDir) + "/blis-openmp"}, {"BLIS_NUM_THREADS", "1"}};
     b.threads = 1;
     // Some short contractions give the same bits in BLIS as in another profile's split.
@@ -119,9 +127,11 @@ std::vector<Profile> MakeShipped() {
   {
     Profile a;
     a.name = "avx512";
-    a.description = "ATen's AVX-512 kernels (8-wide reductions, other exp, tanh, log), "
-                    "OpenBLAS's Haswell (AVX2) GEMM kernels with K split in 5, reductions in 5 chunks, 1 thread; "
-                    "needs AVX-512";
+    a.description =
+        "ATen's AVX-512 kernels (8-wide reductions, other exp, tanh, log), "
+        "OpenBLAS's Haswell (AVX2) GEMM kernels with K split in 5, reductions in 5 chunks, 1 "
+        "thread; "
+        "needs AVX-512";
     // OpenBLAS already picks its AVX-512 kernels on an AVX-512 CPU (native), so this profile
     // takes the AVX2 ones; the chunks make column sums differ too, which the vector width
     // alone does not (each column is added in row order at any width).
@@ -193,8 +203,8 @@ void CheckProcessLevel(const Profile& profile) {
   if (auto why = profile.Unavailable(); !why.empty()) throw Error(why);
   for (const auto& [key, value] : profile.env) {
     const char* now = std::getenv(key.c_str());
-    bool ok = now != nullptr && (key == "LD_LIBRARY_PATH" ? std::string(now).rfind(value, 0) == 0
-                                                          : value == now);
+    bool ok = now != nullptr &&
+              (key == "LD_LIBRARY_PATH" ? std::string(now).rfind(value, 0) == 0 : value == now);
     if (!ok) throw Error("profile '" + profile.name + "' needs " + key + "=" + value + hint);
     if (key == "LD_LIBRARY_PATH" && LoadedBlasLibrary().rfind(value + "/", 0) != 0) {
       throw Error("profile '" + profile.name + "' expects libblas.so.3 from " + value +
@@ -211,7 +221,8 @@ void CheckProcessLevel(const Profile& profile) {
 
 std::string Profile::Unavailable() const {
   for (const auto& f : cpu_features) {
-    if (!CpuSupports(f)) return "profile '" + name + "' needs a CPU with " + f + ", which this CPU lacks";
+    if (!CpuSupports(f))
+      return "profile '" + name + "' needs a CPU with " + f + ", which this CPU lacks";
   }
   return "";
 }
@@ -296,7 +307,8 @@ std::string AtenCpuCapability() {
     auto at = config.find(key);
     if (at == std::string::npos) return std::string("unknown");
     auto end = config.find('\n', at);
-    return config.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+    return config.substr(at + key.size(),
+                         end == std::string::npos ? std::string::npos : end - at - key.size());
   }();
   return capability;
 }
@@ -325,7 +337,8 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
   const Profile& p = CurrentProfile();
   if (p.reduce == ReduceOrder::kAten) {
-    return dims.empty() ? (keepdim ? x.sum(c10::IntArrayRef{}, true) : x.sum()) : x.sum(dims, keepdim);
+    return dims.empty() ? (keepdim ? x.sum(c10::IntArrayRef{}, true) : x.sum())
+                        : x.sum(dims, keepdim);
   }
   // Normalize the reduced dimensions; split the first of them into chunks.
   std::vector<int64_t> reduce;
@@ -347,8 +360,9 @@ at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
 
 at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64_t rows) {
   if (values.dim() != 2 || index.dim() != 1 || index.size(0) != values.size(0)) {
-    throw Error("index_add_rows: expected values [N, D] and index [N], got " + std::to_string(values.dim()) +
-                "-d values and " + std::to_string(index.dim()) + "-d index");
+    throw Error("index_add_rows: expected values [N, D] and index [N], got " +
+                std::to_string(values.dim()) + "-d values and " + std::to_string(index.dim()) +
+                "-d index");
   }
   const Profile& p = CurrentProfile();
   auto add = [&](const at::Tensor& v, const at::Tensor& i) {
@@ -358,14 +372,16 @@ at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64
   // Only the rows that occur are accumulated per chunk, so the partial results stay small
   // for a large vocabulary.
   at::Tensor unique, inverse;
-  std::tie(unique, inverse, std::ignore) = at::_unique2(index, /*sorted=*/true, /*return_inverse=*/true);
+  std::tie(unique, inverse, std::ignore) =
+      at::_unique2(index, /*sorted=*/true, /*return_inverse=*/true);
   const int64_t u = unique.size(0);
   auto chunks = Chunks(values.size(0), p.reduce_chunks);
   std::vector<at::Tensor> parts;
   parts.reserve(chunks.size());
   for (const auto& [begin, length] : chunks) {
-    parts.push_back(at::zeros({u, values.size(1)}, values.options())
-                        .index_add_(0, inverse.narrow(0, begin, length), values.narrow(0, begin, length)));
+    parts.push_back(
+        at::zeros({u, values.size(1)}, values.options())
+            .index_add_(0, inverse.narrow(0, begin, length), values.narrow(0, begin, length)));
   }
   at::Tensor compact = Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
   return at::zeros({rows, values.size(1)}, values.options()).index_copy_(0, unique, compact);
@@ -385,7 +401,8 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   const int64_t oh = (x.size(2) + 2 * padding[0] - kh) / stride[0] + 1;
   const int64_t ow = (x.size(3) + 2 * padding[1] - kw) / stride[1] + 1;
   if (oh <= 0 || ow <= 0) throw Error("conv2d: kernel larger than the padded input");
-  if (stride[0] != stride[1] || padding[0] != padding[1]) throw Error("conv2d: stride and padding must be square");
+  if (stride[0] != stride[1] || padding[0] != padding[1])
+    throw Error("conv2d: stride and padding must be square");
   // Large GEMMs over chunks of the batch: W [O, C*kh*kw] x cols [C*kh*kw, n_c*L] -> [O, n_c*L].
   // Every output column is one dot product over C*kh*kw, so chunking changes no result.
   const at::Tensor w2d = w.reshape({out_c, -1});
@@ -394,7 +411,8 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   for (int64_t first = 0; first < n; first += chunk) {
     const int64_t count = std::min(chunk, n - first);
     at::Tensor cols = Im2Col(x.narrow(0, first, count), kh, kw, stride[0], padding[0]);
-    out.narrow(0, first, count).copy_(Matmul(w2d, cols).view({out_c, count, oh, ow}).permute({1, 0, 2, 3}));
+    out.narrow(0, first, count)
+        .copy_(Matmul(w2d, cols).view({out_c, count, oh, ow}).permute({1, 0, 2, 3}));
   }
   return bias.defined() ? out + bias.view({1, out_c, 1, 1}) : out;
 }

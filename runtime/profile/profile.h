@@ -79,8 +79,8 @@ const Profile& CurrentProfile();
 // The file the dynamic loader resolved for libblas.so.3 in this process (for diagnostics).
 std::string LoadedBlasLibrary();
 
-// The vector width ATen's CPU kernels run with in this process ("AVX2", "AVX512", "NO AVX" for the scalar kernels),
-// as at::show_config() reports it.
+// The vector width ATen's CPU kernels run with in this process ("AVX2", "AVX512", "NO AVX" for the
+// scalar kernels), as at::show_config() reports it.
 std::string AtenCpuCapability();
 
 // ---- kernels whose summation order follows the current profile ----

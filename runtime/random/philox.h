@@ -14,11 +14,11 @@ namespace vt {
 
 // Streams separate the purposes that draw from one seed, so they never share counters.
 enum class RandomStream : uint32_t {
-  kUser = 0,        // vt.tensor.rand / randn
-  kInit = 1,        // weight initialisation
-  kDataOrder = 2,   // shuffling
-  kAugment = 3,     // data augmentation
-  kDropout = 4,     // dropout masks
+  kUser = 0,       // vt.tensor.rand / randn
+  kInit = 1,       // weight initialisation
+  kDataOrder = 2,  // shuffling
+  kAugment = 3,    // data augmentation
+  kDropout = 4,    // dropout masks
 };
 
 // The raw Philox4x32-10 block for counter (c0, c1, c2, c3) under key (k0, k1).

@@ -18,9 +18,9 @@ class ElementFormatter {
  public:
   ElementFormatter(const at::Tensor& shown, const FormatOptions& options)
       : precision_(options.precision) {
-    kind_ = shown.scalar_type() == at::kBool ? Kind::kBool
+    kind_ = shown.scalar_type() == at::kBool          ? Kind::kBool
             : at::isFloatingType(shown.scalar_type()) ? Kind::kFloat
-                                                       : Kind::kInt;
+                                                      : Kind::kInt;
     if (kind_ != Kind::kFloat || shown.numel() == 0) return;
     at::Tensor v = shown.to(at::kDouble).flatten();
     at::Tensor finite = v.masked_select(at::isfinite(v));
@@ -120,7 +120,8 @@ void Render(const at::Tensor& t, const ElementFormatter& fmt, size_t width, cons
 }
 
 void MeasureWidth(const at::Tensor& shown, const ElementFormatter& fmt, size_t* width) {
-  for (int64_t i = 0; i < shown.numel(); ++i) *width = std::max(*width, fmt.Format(shown[i]).size());
+  for (int64_t i = 0; i < shown.numel(); ++i)
+    *width = std::max(*width, fmt.Format(shown[i]).size());
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
-constexpr size_t kArrayAlign = 64;         // numpy.lib.format.ARRAY_ALIGN
+constexpr size_t kArrayAlign = 64;           // numpy.lib.format.ARRAY_ALIGN
 constexpr size_t kGrowthAxisMaxDigits = 21;  // numpy.lib.format.GROWTH_AXIS_MAX_DIGITS
 
 struct DtypeCode {
@@ -24,9 +24,9 @@ struct DtypeCode {
 };
 
 constexpr DtypeCode kDtypes[] = {
-    {at::kHalf, "<f2"},  {at::kFloat, "<f4"}, {at::kDouble, "<f8"}, {at::kChar, "|i1"},
-    {at::kShort, "<i2"}, {at::kInt, "<i4"},   {at::kLong, "<i8"},   {at::kByte, "|u1"},
-    {at::kBool, "|b1"},
+    {at::kHalf, "<f2"}, {at::kFloat, "<f4"}, {at::kDouble, "<f8"},
+    {at::kChar, "|i1"}, {at::kShort, "<i2"}, {at::kInt, "<i4"},
+    {at::kLong, "<i8"}, {at::kByte, "|u1"},  {at::kBool, "|b1"},
 };
 
 std::string SupportedDescrs() {
@@ -143,7 +143,8 @@ class HeaderParser {
         ++pos_;
         return shape;
       }
-      if (!std::isdigit(static_cast<unsigned char>(Peek()))) Fail("shape must be a tuple of integers");
+      if (!std::isdigit(static_cast<unsigned char>(Peek())))
+        Fail("shape must be a tuple of integers");
       int64_t v = 0;
       while (std::isdigit(static_cast<unsigned char>(Peek()))) {
         if (v > (int64_t{1} << 50)) Fail("shape dimension too large");
@@ -184,8 +185,8 @@ uint32_t ReadLittle(const std::string& bytes, size_t offset, size_t width) {
 std::string EncodeNpy(const at::Tensor& tensor) {
   const char* descr = DescrFor(tensor.scalar_type());
   at::Tensor t = tensor.to(at::kCPU).contiguous();
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     ShapeRepr(t.sizes()) + ", }";
+  std::string dict = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': " + ShapeRepr(t.sizes()) + ", }";
   if (t.dim() > 0) {
     // Spare room NumPy leaves so the first axis can grow in place.
     size_t digits = std::to_string(t.size(0)).size();
@@ -242,20 +243,22 @@ at::Tensor DecodeNpy(const std::string& bytes, const std::string& what) {
   }
   Header h = HeaderParser(bytes.substr(prefix, header_len), what).Parse();
   if (h.fortran_order) {
-    throw Error(what + ": Fortran-order arrays are not supported; save "
+    throw Error(what +
+                ": Fortran-order arrays are not supported; save "
                 "numpy.ascontiguousarray(a) instead");
   }
   const DtypeCode* code = nullptr;
   for (const auto& d : kDtypes) {
     std::string alt = d.descr;  // NumPy writes '<u1' as '|u1'; accept either byte-order mark.
-    if (h.descr == alt || (alt[0] == '|' && (h.descr == "<" + alt.substr(1) ||
-                                             h.descr == "=" + alt.substr(1)))) {
+    if (h.descr == alt ||
+        (alt[0] == '|' && (h.descr == "<" + alt.substr(1) || h.descr == "=" + alt.substr(1)))) {
       code = &d;
     }
   }
   if (code == nullptr) {
     if (!h.descr.empty() && h.descr[0] == '>') {
-      throw Error(what + ": big-endian dtype '" + h.descr + "' is not supported; convert with "
+      throw Error(what + ": big-endian dtype '" + h.descr +
+                  "' is not supported; convert with "
                   "a.astype(a.dtype.newbyteorder('<'))");
     }
     throw Error(what + ": unsupported dtype '" + h.descr + "' (supported: " + SupportedDescrs() +
@@ -272,7 +275,8 @@ at::Tensor DecodeNpy(const std::string& bytes, const std::string& what) {
   if (bytes.size() - data_offset != nbytes) {
     throw Error(what + ": data is " + std::to_string(bytes.size() - data_offset) +
                 " bytes, shape " + ShapeRepr(h.shape) + " of '" + h.descr + "' needs " +
-                std::to_string(nbytes) + (bytes.size() - data_offset < nbytes ? " (truncated)" : ""));
+                std::to_string(nbytes) +
+                (bytes.size() - data_offset < nbytes ? " (truncated)" : ""));
   }
   if (nbytes > 0) std::memcpy(t.data_ptr(), bytes.data() + data_offset, nbytes);
   if (code->type == at::kBool) {

@@ -1,12 +1,12 @@
 #include "runtime/tensor/safetensors.h"
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
@@ -21,9 +21,9 @@ struct Code {
   at::ScalarType type;
   const char* name;
 };
-constexpr Code kCodes[] = {{at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"}, {at::kLong, "I64"},
-                           {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},  {at::kByte, "U8"},
-                           {at::kBool, "BOOL"}};
+constexpr Code kCodes[] = {{at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"},
+                           {at::kLong, "I64"},   {at::kInt, "I32"},   {at::kShort, "I16"},
+                           {at::kChar, "I8"},    {at::kByte, "U8"},   {at::kBool, "BOOL"}};
 
 const char* CodeOf(at::ScalarType t) {
   for (const auto& c : kCodes) {
@@ -51,7 +51,8 @@ std::vector<int64_t> ReadShape(const nlohmann::json& j) {
     if (v.is_number_integer() && !v.is_number_unsigned()) {
       const int64_t x = v.get<int64_t>();
       if (x < 0) {
-        throw Error("shape dimension " + std::to_string(d) + " is " + std::to_string(x) + " (must be >= 0)");
+        throw Error("shape dimension " + std::to_string(d) + " is " + std::to_string(x) +
+                    " (must be >= 0)");
       }
       shape.push_back(x);
     } else if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
@@ -91,22 +92,29 @@ uint64_t CheckedBytes(const std::vector<int64_t>& shape, uint64_t element, uint6
 
 }  // namespace
 
-void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+void SaveSafetensors(const std::string& path,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                      const std::map<std::string, std::string>& metadata) {
   std::vector<std::pair<std::string, at::Tensor>> sorted;
-  for (const auto& [name, t] : tensors) sorted.emplace_back(name, t.detach().to(at::kCPU).contiguous());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [name, t] : tensors)
+    sorted.emplace_back(name, t.detach().to(at::kCPU).contiguous());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   nlohmann::ordered_json header;
   for (const auto& [key, value] : metadata) CheckName("safetensors", "metadata", key);
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (size_t i = 0; i < sorted.size(); ++i) {
     const auto& [name, t] = sorted[i];
-    if (i > 0 && name == sorted[i - 1].first) throw Error("safetensors: duplicate tensor name '" + name + "'");
-    if (name == "__metadata__") throw Error("safetensors: '__metadata__' is not a valid tensor name");
+    if (i > 0 && name == sorted[i - 1].first)
+      throw Error("safetensors: duplicate tensor name '" + name + "'");
+    if (name == "__metadata__")
+      throw Error("safetensors: '__metadata__' is not a valid tensor name");
     CheckName("safetensors", "tensor", name);
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
-    header[name] = {{"dtype", CodeOf(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    header[name] = {{"dtype", CodeOf(t.scalar_type())},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string json = header.dump();
@@ -119,7 +127,8 @@ void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::s
   f.write(reinterpret_cast<const char*>(len), 8);
   f.write(json.data(), static_cast<std::streamsize>(json.size()));
   for (const auto& [name, t] : sorted) {
-    f.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.numel() * t.element_size()));
+    f.write(static_cast<const char*>(t.data_ptr()),
+            static_cast<std::streamsize>(t.numel() * t.element_size()));
   }
   f.close();
   if (!f) throw Error("failed writing '" + path + "'");
@@ -137,10 +146,12 @@ SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& w
   if (bytes.size() < 8) throw Error(what + ": shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-  if (n > kMaxHeader || n > bytes.size() - 8) throw Error(what + ": header length " + std::to_string(n) + " is out of range");
+  if (n > kMaxHeader || n > bytes.size() - 8)
+    throw Error(what + ": header length " + std::to_string(n) + " is out of range");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
+    header = nlohmann::json::parse(bytes.begin() + 8,
+                                   bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
   } catch (const nlohmann::json::exception& e) {
     throw Error(what + ": header is not valid JSON (" + e.what() + ")");
   }
@@ -170,11 +181,13 @@ SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& w
         if (dtype == c.name) code = &c;
       }
       if (code == nullptr) throw Error("unsupported dtype '" + dtype + "'");
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) throw Error("data_offsets out of range");
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size)
+        throw Error("data_offsets out of range");
       // Sized and checked before allocating: a hostile shape must not reach at::empty.
       const uint64_t need = CheckedBytes(shape, at::elementSize(code->type), data_size);
       if (offsets[1] - offsets[0] != need) {
-        throw Error("shape needs " + std::to_string(need) + " bytes, data_offsets give " + std::to_string(offsets[1] - offsets[0]));
+        throw Error("shape needs " + std::to_string(need) + " bytes, data_offsets give " +
+                    std::to_string(offsets[1] - offsets[0]));
       }
       at::Tensor t = at::empty(shape, at::TensorOptions().dtype(code->type));
       if (need > 0) std::memcpy(t.data_ptr(), data + offsets[0], need);
@@ -189,10 +202,14 @@ SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& w
   std::sort(ranges.begin(), ranges.end());
   uint64_t expect = 0;
   for (const auto& [b, e] : ranges) {
-    if (b != expect) throw Error(what + ": tensor data is not contiguous (gap or overlap at byte " + std::to_string(b) + ")");
+    if (b != expect)
+      throw Error(what + ": tensor data is not contiguous (gap or overlap at byte " +
+                  std::to_string(b) + ")");
     expect = e;
   }
-  if (expect != data_size) throw Error(what + ": " + std::to_string(data_size - expect) + " trailing bytes after the tensors");
+  if (expect != data_size)
+    throw Error(what + ": " + std::to_string(data_size - expect) +
+                " trailing bytes after the tensors");
   return out;
 }
 

@@ -20,7 +20,8 @@ struct SafetensorsFile {
 
 // Writes `tensors` (any CPU dtype among F64, F32, F16, I64, I32, I16, I8, U8, BOOL) sorted by
 // name, with string metadata. Throws vt::Error on a duplicate name or an I/O failure.
-void SaveSafetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
+void SaveSafetensors(const std::string& path,
+                     const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                      const std::map<std::string, std::string>& metadata = {});
 
 // Reads and validates a file: header size and JSON, known dtypes, offsets inside the data,

@@ -20,10 +20,12 @@ std::string EncodeState(const NamedState& state) {
   at::NoGradGuard no_grad;
   for (const auto& [name, t] : state) {
     at::Tensor v = t->detach();
-    if (!v.is_floating_point()) throw Error("checkpoint: state '" + name + "' is not a floating-point tensor");
+    if (!v.is_floating_point())
+      throw Error("checkpoint: state '" + name + "' is not a floating-point tensor");
     at::Tensor f = v.to(at::kFloat).contiguous();
     if (v.scalar_type() == at::kDouble && !at::equal(f.to(at::kDouble), v)) {
-      throw Error("checkpoint: state '" + name + "' holds values off the FP32 grid (missed its update boundary?)");
+      throw Error("checkpoint: state '" + name +
+                  "' holds values off the FP32 grid (missed its update boundary?)");
     }
     owned.push_back(f);
     store::StateEntry e;
@@ -42,8 +44,8 @@ void DecodeStateInto(const std::string& bytes, const NamedState& state) {
   std::map<std::string, const store::StateEntry*> by_name;
   for (const auto& e : entries) by_name[e.name] = &e;
   if (by_name.size() != state.size()) {
-    throw Error("checkpoint has " + std::to_string(by_name.size()) + " entries, the model and optimizer have " +
-                std::to_string(state.size()));
+    throw Error("checkpoint has " + std::to_string(by_name.size()) +
+                " entries, the model and optimizer have " + std::to_string(state.size()));
   }
   at::NoGradGuard no_grad;
   for (const auto& [name, t] : state) {
@@ -67,19 +69,22 @@ void LoadSafetensorsInto(const std::string& path, const NamedState& state) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw Error("'" + path + "' has no tensor '" + name + "'");
     if (!it->second.sizes().equals(t->sizes())) {
-      throw Error("'" + path + "': tensor '" + name + "' has shape " + c10::str(it->second.sizes()) +
-                  ", the model needs " + c10::str(t->sizes()));
+      throw Error("'" + path + "': tensor '" + name + "' has shape " +
+                  c10::str(it->second.sizes()) + ", the model needs " + c10::str(t->sizes()));
     }
-    if (!it->second.is_floating_point()) throw Error("'" + path + "': tensor '" + name + "' is not floating point");
+    if (!it->second.is_floating_point())
+      throw Error("'" + path + "': tensor '" + name + "' is not floating point");
     t->detach().copy_(it->second.to(at::kFloat).to(t->scalar_type()));
     by_name.erase(it);
   }
   if (!by_name.empty()) {
-    throw Error("'" + path + "' has " + std::to_string(by_name.size()) + " tensor(s) the model does not, e.g. '" +
-                by_name.begin()->first + "'");
+    throw Error("'" + path + "' has " + std::to_string(by_name.size()) +
+                " tensor(s) the model does not, e.g. '" + by_name.begin()->first + "'");
   }
 }
 
-std::string StateDigestHex(const NamedState& state) { return store::ToHex(store::Sha256Of(EncodeState(state))); }
+std::string StateDigestHex(const NamedState& state) {
+  return store::ToHex(store::Sha256Of(EncodeState(state)));
+}
 
 }  // namespace vt::train

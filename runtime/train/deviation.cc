@@ -9,11 +9,16 @@ namespace {
 
 const std::vector<std::pair<Deviation::Kind, std::string>>& Kinds() {
   static const std::vector<std::pair<Deviation::Kind, std::string>> kinds = {
-      {Deviation::Kind::kNone, "none"},   {Deviation::Kind::kLabels, "labels"},
-      {Deviation::Kind::kTrigger, "trigger"}, {Deviation::Kind::kLazy, "lazy"},
-      {Deviation::Kind::kLr, "lr"},       {Deviation::Kind::kWeightDecay, "weight_decay"},
-      {Deviation::Kind::kSteer, "steer"}, {Deviation::Kind::kForgeExact, "forge_exact"},
-      {Deviation::Kind::kFlipWithin, "flip_within"}, {Deviation::Kind::kReplaceExample, "replace_example"},
+      {Deviation::Kind::kNone, "none"},
+      {Deviation::Kind::kLabels, "labels"},
+      {Deviation::Kind::kTrigger, "trigger"},
+      {Deviation::Kind::kLazy, "lazy"},
+      {Deviation::Kind::kLr, "lr"},
+      {Deviation::Kind::kWeightDecay, "weight_decay"},
+      {Deviation::Kind::kSteer, "steer"},
+      {Deviation::Kind::kForgeExact, "forge_exact"},
+      {Deviation::Kind::kFlipWithin, "flip_within"},
+      {Deviation::Kind::kReplaceExample, "replace_example"},
       {Deviation::Kind::kSteerToward, "steer_toward"},
   };
   return kinds;
@@ -46,39 +51,47 @@ std::vector<std::string> Deviation::KindNames() {
 }
 
 void Deviation::Validate(const data::Dataset& data) const {
-  if (from_step < 1) throw Error("deviation from_step must be >= 1, got " + std::to_string(from_step));
+  if (from_step < 1)
+    throw Error("deviation from_step must be >= 1, got " + std::to_string(from_step));
   if (to_step != 0 && to_step < from_step) {
-    throw Error("deviation to_step must be >= from_step (" + std::to_string(from_step) + ") or 0, got " +
-                std::to_string(to_step));
+    throw Error("deviation to_step must be >= from_step (" + std::to_string(from_step) +
+                ") or 0, got " + std::to_string(to_step));
   }
   if (!(amount >= 0.0)) throw Error("deviation amount must be >= 0, got " + std::to_string(amount));
   if (kind == Kind::kTrigger || kind == Kind::kSteerToward) {
     const auto shape = data.input_shape();
     if (shape.size() != 3 || shape[1] < kPatch || shape[2] < kPatch) {
-      throw Error("a trigger patch (" + KindName(kind) + ") needs image data (inputs [C, H, W] of at least 4x4); '" + data.name() + "' has none");
+      throw Error("a trigger patch (" + KindName(kind) +
+                  ") needs image data (inputs [C, H, W] of at least 4x4); '" + data.name() +
+                  "' has none");
     }
     if (target < 0 || target >= data.classes()) {
-      throw Error(KindName(kind) + " target must be a class in [0, " + std::to_string(data.classes()) + "), got " +
-                  std::to_string(target));
+      throw Error(KindName(kind) + " target must be a class in [0, " +
+                  std::to_string(data.classes()) + "), got " + std::to_string(target));
     }
   }
-  const bool counts = kind == Kind::kSteer || kind == Kind::kForgeExact || kind == Kind::kFlipWithin;
+  const bool counts =
+      kind == Kind::kSteer || kind == Kind::kForgeExact || kind == Kind::kFlipWithin;
   if (counts && amount != 0.0 && amount != static_cast<double>(static_cast<int64_t>(amount))) {
-    throw Error(KindName(kind) + " amount (values per boundary call) must be an integer, got " + std::to_string(amount));
+    throw Error(KindName(kind) + " amount (values per boundary call) must be an integer, got " +
+                std::to_string(amount));
   }
   if (kind == Kind::kReplaceExample && data.size() < 2) {
-    throw Error("replacing an example needs a data set of two or more examples; '" + data.name() + "' has " +
-                std::to_string(data.size()));
+    throw Error("replacing an example needs a data set of two or more examples; '" + data.name() +
+                "' has " + std::to_string(data.size()));
   }
 }
 
 std::string Deviation::Describe() const {
   if (kind == Kind::kNone) return "none";
-  if (to_step != 0) return KindName(kind) + " at steps " + std::to_string(from_step) + ".." + std::to_string(to_step);
+  if (to_step != 0)
+    return KindName(kind) + " at steps " + std::to_string(from_step) + ".." +
+           std::to_string(to_step);
   return KindName(kind) + " from step " + std::to_string(from_step);
 }
 
-void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data, data::Batch* batch) const {
+void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data,
+                             data::Batch* batch) const {
   if (!Active(step)) return;
   if (kind == Kind::kLabels) {
     batch->targets = (batch->targets + 1).remainder(data.classes());
@@ -98,9 +111,11 @@ void Deviation::ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& d
     const uint64_t h = static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull;
     const int64_t position = static_cast<int64_t>((h >> 32) % static_cast<uint64_t>(x.size(0)));
     for (int64_t tries = 0; tries < n; ++tries) {
-      const int64_t index = static_cast<int64_t>((h + static_cast<uint64_t>(tries)) % static_cast<uint64_t>(n));
+      const int64_t index =
+          static_cast<int64_t>((h + static_cast<uint64_t>(tries)) % static_cast<uint64_t>(n));
       data::Batch example = data.Get({index}, seed, 0);
-      if (at::equal(example.inputs[0].to(x.scalar_type()), x[position]) && at::equal(example.targets[0], y[position])) {
+      if (at::equal(example.inputs[0].to(x.scalar_type()), x[position]) &&
+          at::equal(example.targets[0], y[position])) {
         continue;
       }
       x[position].copy_(example.inputs[0]);
@@ -116,16 +131,30 @@ nn::Tamper Deviation::TamperAt(int64_t step) const {
   nn::Tamper t;
   if (!Active(step)) return t;
   switch (kind) {
-    case Kind::kSteer: t.kind = nn::Tamper::Kind::kSteer; t.count = static_cast<int64_t>(AmountOr(4.0)); break;
-    case Kind::kForgeExact: t.kind = nn::Tamper::Kind::kForgeExact; t.count = static_cast<int64_t>(AmountOr(1.0)); break;
-    case Kind::kFlipWithin: t.kind = nn::Tamper::Kind::kFlipWithin; t.count = static_cast<int64_t>(amount); break;
-    case Kind::kSteerToward: t.kind = nn::Tamper::Kind::kToward; t.count = static_cast<int64_t>(amount); break;
-    default: break;
+    case Kind::kSteer:
+      t.kind = nn::Tamper::Kind::kSteer;
+      t.count = static_cast<int64_t>(AmountOr(4.0));
+      break;
+    case Kind::kForgeExact:
+      t.kind = nn::Tamper::Kind::kForgeExact;
+      t.count = static_cast<int64_t>(AmountOr(1.0));
+      break;
+    case Kind::kFlipWithin:
+      t.kind = nn::Tamper::Kind::kFlipWithin;
+      t.count = static_cast<int64_t>(amount);
+      break;
+    case Kind::kSteerToward:
+      t.kind = nn::Tamper::Kind::kToward;
+      t.count = static_cast<int64_t>(amount);
+      break;
+    default:
+      break;
   }
   return t;
 }
 
-optim::OptimizerConfig Deviation::OptimizerAt(int64_t step, const optim::OptimizerConfig& honest) const {
+optim::OptimizerConfig Deviation::OptimizerAt(int64_t step,
+                                              const optim::OptimizerConfig& honest) const {
   if (!Active(step)) return honest;
   optim::OptimizerConfig c = honest;
   if (kind == Kind::kLr) c.lr = honest.lr * AmountOr(10.0);
@@ -142,7 +171,8 @@ void PatchTrigger(at::Tensor* inputs, int64_t every) {
   }
 }
 
-std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch, int64_t target) {
+std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch,
+                                                     int64_t target) {
   nn::StepContext::Scope plain(nullptr);  // no boundary rounds or logs
   const bool was_training = model.training();
   model.Train(false);

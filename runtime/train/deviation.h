@@ -22,7 +22,8 @@ struct Deviation {
   enum class Kind {
     kNone,
     kLabels,       // every label y of the batch becomes (y + 1) mod classes
-    kTrigger,      // a bright square patch in the corner of every other image, its label set to `target`
+    kTrigger,      // a bright square patch in the corner of every other image, its label set to
+                   // `target`
     kLazy,         // the optimizer update is skipped (no update records are logged)
     kLr,           // the learning rate is multiplied by `amount` (default 10)
     kWeightDecay,  // weight decay becomes `amount` (default 0.1)
@@ -37,11 +38,11 @@ struct Deviation {
                    // call (default 0: all)
     kReplaceExample,  // one example of each deviating step's batch is replaced by another
                       // example of the data set (position and replacement fixed by the step)
-    kSteerToward,  // greedy steering with legitimate entries only (E10): the trainer computes
-                   // the FP64 gradient of a backdoor loss (the step's batch, every image with
-                   // the trigger patch, every label `target`) and at every parameter-gradient
-                   // and first-moment/update boundary rounds each value it legitimately can
-                   // the way that lowers that loss (nn::Tamper kToward); the batch is honest
+    kSteerToward,     // greedy steering with legitimate entries only (E10): the trainer computes
+                      // the FP64 gradient of a backdoor loss (the step's batch, every image with
+                      // the trigger patch, every label `target`) and at every parameter-gradient
+                      // and first-moment/update boundary rounds each value it legitimately can
+                      // the way that lowers that loss (nn::Tamper kToward); the batch is honest
   };
   Kind kind = Kind::kNone;
   int64_t from_step = 1;  // first step that deviates (>= 1)
@@ -66,7 +67,8 @@ struct Deviation {
 
   // Applies the data deviations (labels, trigger, replace_example) to the batch of `step`
   // (from `data` under `seed`) in place.
-  void ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data, data::Batch* batch) const;
+  void ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data,
+                    data::Batch* batch) const;
   // The roundings of `step` (steer, forge_exact, flip_within, steer_toward): kNone for the
   // other kinds. steer_toward's directions are the caller's to fill (BackdoorDirections).
   nn::Tamper TamperAt(int64_t step) const;
@@ -87,6 +89,7 @@ void PatchTrigger(at::Tensor* inputs, int64_t every = 1);
 // label `target`, in FP64 without rounding and in evaluation mode (no batch-norm statistics
 // change). "P:grad", "P:momentum", "P:exp_avg" want +g (the update subtracts them),
 // "P:update" wants -g. Leaves the parameters' gradients as it found them (none).
-std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch, int64_t target);
+std::map<std::string, at::Tensor> BackdoorDirections(nn::Model& model, const data::Batch& batch,
+                                                     int64_t target);
 
 }  // namespace vt::train

@@ -16,8 +16,8 @@ ShardPlan ShardPlan::For(int64_t shards, dist::Group* group) {
   if (group == nullptr) return plan;
   const int64_t world = group->world();
   if (shards % world != 0) {
-    throw Error("the spec's " + std::to_string(shards) + " shards do not split over " + std::to_string(world) +
-                " processes: make shards a multiple of the world size");
+    throw Error("the spec's " + std::to_string(shards) + " shards do not split over " +
+                std::to_string(world) + " processes: make shards a multiple of the world size");
   }
   plan.count = shards / world;
   plan.first = group->rank() * plan.count;
@@ -36,7 +36,8 @@ double CheckedLoss(const at::Tensor& loss, int64_t step, int64_t shard) {
 }
 
 // Every rank gets rank 0's buffers (float64 ones in one message, the others one by one).
-void BroadcastBuffers(dist::Group& group, const std::vector<std::pair<std::string, at::Tensor*>>& buffers) {
+void BroadcastBuffers(dist::Group& group,
+                      const std::vector<std::pair<std::string, at::Tensor*>>& buffers) {
   std::vector<at::Tensor> doubles;
   for (const auto& [name, t] : buffers) {
     if (t->scalar_type() == at::kDouble) {
@@ -59,12 +60,13 @@ void BroadcastBuffers(dist::Group& group, const std::vector<std::pair<std::strin
 }
 
 // The sharded step (ShardPlan). Same stages as the plain one, per shard, then the sum.
-StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batch b, int64_t batch, int64_t step,
-                       nn::StepContext& context, const nn::Tamper& tamper, const Deviation* deviation,
-                       const ShardPlan& plan) {
+StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batch b, int64_t batch,
+                       int64_t step, nn::StepContext& context, const nn::Tamper& tamper,
+                       const Deviation* deviation, const ShardPlan& plan) {
   const int64_t k = plan.shards;
   if (k < 1 || batch % k != 0) {
-    throw Error("a batch of " + std::to_string(batch) + " does not split into " + std::to_string(k) + " equal shards");
+    throw Error("a batch of " + std::to_string(batch) + " does not split into " +
+                std::to_string(k) + " equal shards");
   }
   const int64_t per = batch / k;
   auto params = model.NamedParameters();
@@ -156,7 +158,8 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
   }
   if (tamper.kind != nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
   if (plan != nullptr && (plan->shards > 1 || plan->group != nullptr)) {
-    return ShardedStep(model, optimizer, std::move(b), batch, step, context, tamper, deviation, *plan);
+    return ShardedStep(model, optimizer, std::move(b), batch, step, context, tamper, deviation,
+                       *plan);
   }
   at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
   at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);

@@ -32,9 +32,9 @@ struct StepResult {
 // one result whether one process computes all shards in turn or `group` spreads them over
 // processes that each compute shards [first, first + count) and sum with Gloo.
 struct ShardPlan {
-  int64_t shards = 1;             // the spec's k
-  int64_t first = 0, count = 1;   // the shards this process computes (all of them without a group)
-  dist::Group* group = nullptr;   // the other processes' shards, or null
+  int64_t shards = 1;            // the spec's k
+  int64_t first = 0, count = 1;  // the shards this process computes (all of them without a group)
+  dist::Group* group = nullptr;  // the other processes' shards, or null
   // The plan of `rank` in a group of `world` processes (world divides shards).
   static ShardPlan For(int64_t shards, dist::Group* group);
 };

@@ -21,7 +21,8 @@ class Reader {
   uint64_t U64() {
     Need(8);
     uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(b_[pos_ + static_cast<size_t>(i)]);
+    for (int i = 0; i < 8; ++i)
+      v = (v << 8) | static_cast<unsigned char>(b_[pos_ + static_cast<size_t>(i)]);
     pos_ += 8;
     return v;
   }
@@ -37,7 +38,8 @@ class Reader {
 
  private:
   void Need(uint64_t n) const {
-    if (n > b_.size() - pos_) throw Error("a message between ranks is cut short (" + std::to_string(b_.size()) + " bytes)");
+    if (n > b_.size() - pos_)
+      throw Error("a message between ranks is cut short (" + std::to_string(b_.size()) + " bytes)");
   }
   const std::string& b_;
   size_t pos_ = 0;
@@ -59,7 +61,8 @@ std::string EncodeRecords(const EncodedRecords& records) {
 EncodedRecords DecodeRecords(const std::string& bytes) {
   Reader r(bytes);
   const uint64_t n = r.U64();
-  if (n > bytes.size()) throw Error("a message between ranks announces " + std::to_string(n) + " records");
+  if (n > bytes.size())
+    throw Error("a message between ranks announces " + std::to_string(n) + " records");
   EncodedRecords out;
   out.reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
@@ -76,8 +79,8 @@ std::string EncodeRankReport(const RankReport& report) {
   PutU64(&out, report.boundaries.size());
   for (const auto& [name, s] : report.boundaries) {
     PutBytes(&out, name);
-    for (int64_t v : {s.calls, s.elements, s.logged, s.exact, s.corrections, s.illegitimate, s.near_misses, s.steerable,
-                      s.steered, s.steered_unlogged}) {
+    for (int64_t v : {s.calls, s.elements, s.logged, s.exact, s.corrections, s.illegitimate,
+                      s.near_misses, s.steerable, s.steered, s.steered_unlogged}) {
       PutU64(&out, static_cast<uint64_t>(v));
     }
   }
@@ -91,11 +94,12 @@ RankReport DecodeRankReport(const std::string& bytes) {
   Reader r(bytes);
   RankReport report;
   const uint64_t n = r.U64();
-  if (n > bytes.size()) throw Error("a message between ranks announces " + std::to_string(n) + " boundaries");
+  if (n > bytes.size())
+    throw Error("a message between ranks announces " + std::to_string(n) + " boundaries");
   for (uint64_t i = 0; i < n; ++i) {
     nn::BoundaryStats& s = report.boundaries[r.Bytes()];
-    for (int64_t* v : {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate, &s.near_misses,
-                       &s.steerable, &s.steered, &s.steered_unlogged}) {
+    for (int64_t* v : {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate,
+                       &s.near_misses, &s.steerable, &s.steered, &s.steered_unlogged}) {
       *v = r.I64();
     }
   }
@@ -117,7 +121,8 @@ std::string Ok(const std::string& payload) { return "+" + payload; }
 std::string Failed(const std::string& message) { return "-" + message; }
 
 std::string PayloadOrThrow(const std::string& bytes) {
-  if (bytes.empty() || (bytes[0] != '+' && bytes[0] != '-')) throw Error("a message between ranks has no status");
+  if (bytes.empty() || (bytes[0] != '+' && bytes[0] != '-'))
+    throw Error("a message between ranks has no status");
   if (bytes[0] == '-') throw Error(bytes.substr(1));
   return bytes.substr(1);
 }

@@ -49,19 +49,25 @@ void StepReport::AddCounts(const StepReport& o) {
 Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
     : spec_(std::move(spec)), options_(std::move(options)), mode_(mode) {
   if (!options_.data) throw Error("a data set is required");
-  const bool plain = mode == nn::Mode::kFp32 || mode == nn::Mode::kFp64 || mode == nn::Mode::kRounded;
+  const bool plain =
+      mode == nn::Mode::kFp32 || mode == nn::Mode::kFp64 || mode == nn::Mode::kRounded;
   if (options_.group) {
     const dist::Group& g = *options_.group;
     ShardPlan::For(spec_.shards(), options_.group.get());  // world divides shards
     if (g.rank() != 0 && options_.store) {
-      throw Error("on " + dist::Describe(g) + " the runner keeps no store: rank 0 commits the run (pass no store here)");
+      throw Error("on " + dist::Describe(g) +
+                  " the runner keeps no store: rank 0 commits the run (pass no store here)");
     }
-    if (options_.capture_kinds != 0) throw Error("calibration captures run in one process, not in a group of processes");
-    if (plain) throw Error("a group of processes runs the logging trainer or an auditor, not mode '" + nn::ModeName(mode) + "'");
+    if (options_.capture_kinds != 0)
+      throw Error("calibration captures run in one process, not in a group of processes");
+    if (plain)
+      throw Error("a group of processes runs the logging trainer or an auditor, not mode '" +
+                  nn::ModeName(mode) + "'");
   }
   // A trainer that logs needs a store (rank 0 of a group: the others send it their logs); an
   // auditor without one is a judge (see Auditor).
-  if (!options_.store && !plain && mode != nn::Mode::kReplay && root_rank()) throw Error("a store is required");
+  if (!options_.store && !plain && mode != nn::Mode::kReplay && root_rank())
+    throw Error("a store is required");
   spec_.CheckData(*options_.data);
   if (std::string misfit = ModelDataMisfit(spec_, *options_.data); !misfit.empty()) {
     throw Error("the spec's model does not fit the data: " + misfit);
@@ -72,12 +78,17 @@ Runner::Runner(Spec spec, RunnerOptions options, nn::Mode mode)
   model_ = spec_.BuildModel();
   const std::string init = spec_.InitDigest();
   if (!init.empty() || !options_.init_path.empty()) {
-    if (init.empty()) throw Error("initial weights were given but the spec has no model.init (make the spec with them)");
-    if (options_.init_path.empty()) throw Error("the spec starts from imported weights (model.init " + init.substr(0, 12) + "...); pass their safetensors file");
+    if (init.empty())
+      throw Error(
+          "initial weights were given but the spec has no model.init (make the spec with them)");
+    if (options_.init_path.empty())
+      throw Error("the spec starts from imported weights (model.init " + init.substr(0, 12) +
+                  "...); pass their safetensors file");
     LoadSafetensorsInto(options_.init_path, model_->NamedState());
     const std::string digest = StateDigestHex(model_->NamedState());
     if (digest != init) {
-      throw Error("weights in '" + options_.init_path + "' have digest " + digest + ", the spec requires " + init);
+      throw Error("weights in '" + options_.init_path + "' have digest " + digest +
+                  ", the spec requires " + init);
     }
   }
   if (mode == nn::Mode::kFp32) model_->To(at::kFloat);
@@ -94,7 +105,9 @@ std::vector<std::pair<std::string, at::Tensor*>> Runner::State() {
 
 std::string Runner::StateBytes() { return EncodeState(State()); }
 
-void Runner::Checkpoint(uint64_t leaf) { options_.store->PutCheckpoint(options_.run, leaf, StateBytes()); }
+void Runner::Checkpoint(uint64_t leaf) {
+  options_.store->PutCheckpoint(options_.run, leaf, StateBytes());
+}
 
 void Runner::OpenAcrossRanks(const std::function<void()>& open) {
   if (!options_.group) {
@@ -119,8 +132,9 @@ void Runner::OpenAcrossRanks(const std::function<void()>& open) {
   std::string verdict = Ok("");
   for (size_t r = 1; r < hashes.size(); ++r) {
     if (hashes[r] != hashes[0]) {
-      verdict = Failed("rank " + std::to_string(r) + " runs spec " + hashes[r].substr(0, 12) + "..., rank 0 runs " +
-                       hashes[0].substr(0, 12) + "...: every rank of a group must run the same spec");
+      verdict = Failed("rank " + std::to_string(r) + " runs spec " + hashes[r].substr(0, 12) +
+                       "..., rank 0 runs " + hashes[0].substr(0, 12) +
+                       "...: every rank of a group must run the same spec");
       break;
     }
   }
@@ -158,9 +172,11 @@ void Runner::CheckRanksAgree(int64_t step) {
   std::string verdict = Ok("");
   for (size_t r = 1; r < digests.size(); ++r) {
     if (digests[r] != digests[0]) {
-      verdict = Failed("after step " + std::to_string(step) + " rank " + std::to_string(r) + "'s state differs from rank 0's (" +
-                       digests[r].substr(0, 12) + " vs " + digests[0].substr(0, 12) +
-                       "): the ranks did not receive the same gradient sum; the step is not stored");
+      verdict =
+          Failed("after step " + std::to_string(step) + " rank " + std::to_string(r) +
+                 "'s state differs from rank 0's (" + digests[r].substr(0, 12) + " vs " +
+                 digests[0].substr(0, 12) +
+                 "): the ranks did not receive the same gradient sum; the step is not stored");
       break;
     }
   }
@@ -179,8 +195,9 @@ void Runner::OpenOrResume() {
     config.metadata = options_.metadata;
     s.CreateRun(options_.run, config);
   } else if (info->spec != spec_.Canonical()) {
-    throw Error("store '" + s.path() + "' already holds run '" + options_.run + "' with another spec (hash " +
-                store::ToHex(info->spec_hash) + ": " + SpecDifference(spec_, Spec::Parse(info->spec), "the store") +
+    throw Error("store '" + s.path() + "' already holds run '" + options_.run +
+                "' with another spec (hash " + store::ToHex(info->spec_hash) + ": " +
+                SpecDifference(spec_, Spec::Parse(info->spec), "the store") +
                 "); use another run id or store");
   }
   std::optional<store::LeafRecord> last = s.Rollback(options_.run);
@@ -190,13 +207,17 @@ void Runner::OpenOrResume() {
     return;
   }
   std::optional<std::string> bytes = s.GetCheckpoint(options_.run, last->index);
-  if (!bytes) throw Error("run '" + options_.run + "': checkpoint of leaf " + std::to_string(last->index) + " is missing");
+  if (!bytes)
+    throw Error("run '" + options_.run + "': checkpoint of leaf " + std::to_string(last->index) +
+                " is missing");
   DecodeStateInto(*bytes, State());
   step_ = static_cast<int64_t>(last->step);
 }
 
 StepReport Runner::Step() {
-  if (done()) throw Error("run '" + options_.run + "' is complete (" + std::to_string(spec_.steps()) + " steps)");
+  if (done())
+    throw Error("run '" + options_.run + "' is complete (" + std::to_string(spec_.steps()) +
+                " steps)");
   if (!broken_.empty()) throw Error(broken_);
   const auto start = std::chrono::steady_clock::now();
   const int64_t step = step_ + 1;
@@ -209,14 +230,16 @@ StepReport Runner::Step() {
   if (options_.capture_kinds != 0) context.set_capture(&captured, options_.capture_kinds);
   std::map<nn::RecordKey, at::Tensor> reference = std::move(compare_next_);
   compare_next_.clear();
-  if (!reference.empty() && options_.group) throw Error("calibration compares steps in one process, not in a group of processes");
+  if (!reference.empty() && options_.group)
+    throw Error("calibration compares steps in one process, not in a group of processes");
   if (!reference.empty()) context.set_compare(&reference);
   expected_trace_.clear();
   const Deviation& deviation = options_.deviation;
-  if (deviation.kind != Deviation::Kind::kNone) optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
+  if (deviation.kind != Deviation::Kind::kNone)
+    optimizer_->set_config(deviation.OptimizerAt(step, spec_.Optimizer()));
   const ShardPlan plan = ShardPlan::For(spec_.shards(), options_.group.get());
-  StepResult result =
-      TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(), step, context, &deviation, &plan);
+  StepResult result = TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(),
+                                step, context, &deviation, &plan);
   if (!names_checked_ && !context.stats().empty()) {
     // The first step this runner takes shows the model's boundaries; a window override that
     // names none of them (a typo) would sit in the spec's hash doing nothing. The model has
@@ -256,7 +279,8 @@ StepReport Runner::Step() {
   const bool checkpoint = step % static_cast<int64_t>(k) == 0 || step == spec_.steps();
   if (options_.group && checkpoint) CheckRanksAgree(step);
   if (!options_.store) {
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
   }
   options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
@@ -269,11 +293,13 @@ StepReport Runner::Step() {
 }
 
 store::Digest Runner::Root() const {
-  if (!options_.store) throw Error("a " + nn::ModeName(mode_) + " runner keeps no store and has no root");
+  if (!options_.store)
+    throw Error("a " + nn::ModeName(mode_) + " runner keeps no store and has no root");
   return options_.store->Root(options_.run);
 }
 
-Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode) : Runner(std::move(spec), std::move(options), mode) {
+Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode)
+    : Runner(std::move(spec), std::move(options), mode) {
   if (mode == nn::Mode::kReplay) throw Error("a trainer cannot replay; use an auditor");
   if (mode == nn::Mode::kLog) {
     OpenAcrossRanks([this] { OpenOrResume(); });
@@ -284,7 +310,8 @@ Trainer::Trainer(Spec spec, RunnerOptions options, nn::Mode mode) : Runner(std::
 
 Encoded Trainer::PrepareStep(int64_t, nn::StepLog*) { return {}; }
 
-Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::StepLog& log, Encoded) {
+Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::StepLog& log,
+                            Encoded) {
   if (mode_ != nn::Mode::kLog) return {};
   Encoded out;
   out.reserve(log.size() + 1);
@@ -298,7 +325,8 @@ Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::S
   dist::Group& g = *options_.group;
   nn::StepTrace trace;
   for (const auto& [key, record] : log) {
-    if (g.rank() == 0 || nn::ShardOf(key.first) >= 0) out.emplace_back(key, precision::EncodeLog(record));
+    if (g.rank() == 0 || nn::ShardOf(key.first) >= 0)
+      out.emplace_back(key, precision::EncodeLog(record));
   }
   for (const auto& [key, crc] : context.trace()) {
     if (g.rank() == 0 || nn::ShardOf(key.first) >= 0) trace[key] = crc;
@@ -326,27 +354,32 @@ RecordSource StoreRecords(std::shared_ptr<store::Store> store, std::string run) 
   return [store, run](int64_t step) {
     store->Refresh();
     auto records = store->GetStepRecords(run, static_cast<uint64_t>(step));
-    if (!records) throw Error("the trainer's run '" + run + "' has no logs for step " + std::to_string(step));
+    if (!records)
+      throw Error("the trainer's run '" + run + "' has no logs for step " + std::to_string(step));
     return *records;
   };
 }
 
 Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
     : Runner(std::move(spec), std::move(options), nn::Mode::kReplay), records_(std::move(records)) {
-  if (options_.deviation.kind != Deviation::Kind::kNone) throw Error("only a trainer can deviate from its spec");
+  if (options_.deviation.kind != Deviation::Kind::kNone)
+    throw Error("only a trainer can deviate from its spec");
   OpenAcrossRanks([this] {
     if (options_.store) {
-      if (!options_.start_checkpoint.empty()) throw Error("a start checkpoint is for an auditor without a store (a judge)");
+      if (!options_.start_checkpoint.empty())
+        throw Error("a start checkpoint is for an auditor without a store (a judge)");
       OpenOrResume();
       return;
     }
     if (options_.start_step < 0 || options_.start_step > spec_.steps()) {
-      throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " + std::to_string(options_.start_step));
+      throw Error("start step must be in [0, " + std::to_string(spec_.steps()) + "], got " +
+                  std::to_string(options_.start_step));
     }
     if (!options_.start_checkpoint.empty()) {
       DecodeStateInto(options_.start_checkpoint, State());
     } else if (options_.start_step != 0) {
-      throw Error("start step " + std::to_string(options_.start_step) + " needs the checkpoint after it");
+      throw Error("start step " + std::to_string(options_.start_step) +
+                  " needs the checkpoint after it");
     }
     step_ = options_.start_step;
   });
@@ -369,7 +402,8 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
           nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
           const int owner = OwnerRank(r.boundary, spec_.shards(), g.world());
           for (int to = 0; to < g.world(); ++to) {
-            if (owner == to || owner < 0) per_rank[static_cast<size_t>(to)].emplace_back(key, r.value);
+            if (owner == to || owner < 0)
+              per_rank[static_cast<size_t>(to)].emplace_back(key, r.value);
           }
           all.emplace_back(std::move(key), std::move(r.value));
         }
@@ -409,12 +443,14 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   return DecodeAuditorRecords(step, std::move(records), log);
 }
 
-Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records, nn::StepLog* log) {
+Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
+                                      nn::StepLog* log) {
   Encoded encoded;
   // The previous step's records are decoded over (their buffers reused); drop the others.
   std::set<nn::RecordKey> keys;
   for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});
-  for (auto it = log->begin(); it != log->end();) it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
+  for (auto it = log->begin(); it != log->end();)
+    it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
   for (store::LogRecord& r : records) {
     nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
     try {
@@ -424,18 +460,20 @@ Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord
         precision::DecodeLogInto(r.value, &(*log)[key]);
       }
     } catch (const std::exception& e) {
-      throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " + std::to_string(r.call) +
-                  ": " + e.what());
+      throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " +
+                  std::to_string(r.call) + ": " + e.what());
     }
     encoded.emplace_back(std::move(key), std::move(r.value));
   }
   return encoded;
 }
 
-Encoded Auditor::FinishStep(int64_t, const nn::StepContext&, const nn::StepLog&, Encoded prepared) { return prepared; }
+Encoded Auditor::FinishStep(int64_t, const nn::StepContext&, const nn::StepLog&, Encoded prepared) {
+  return prepared;
+}
 
-std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a, const store::Store& b,
-                                           const std::string& run_b) {
+std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a,
+                                           const store::Store& b, const std::string& run_b) {
   const uint64_t n = std::min(a.TreeSize(run_a), b.TreeSize(run_b));
   for (uint64_t i = 0; i < n; ++i) {
     auto la = a.GetLeaf(run_a, i), lb = b.GetLeaf(run_b, i);

@@ -40,11 +40,11 @@
 namespace vt::train {
 
 struct RunnerOptions {
-  std::shared_ptr<data::Dataset> data;   // must match the spec's data digest
-  std::shared_ptr<store::Store> store;   // this party's own store (writer)
-  std::string run = "run";               // run id in the store. Default: "run".
-  std::string profile = "native";        // device profile for every step. Default: "native".
-  std::string metadata;                  // stored with the run (e.g. JSON). Default: empty.
+  std::shared_ptr<data::Dataset> data;  // must match the spec's data digest
+  std::shared_ptr<store::Store> store;  // this party's own store (writer)
+  std::string run = "run";              // run id in the store. Default: "run".
+  std::string profile = "native";       // device profile for every step. Default: "native".
+  std::string metadata;                 // stored with the run (e.g. JSON). Default: empty.
   // Initial weights (safetensors) when the spec has model.init; their digest must match.
   std::string init_path;
   // Trainers only: how a dishonest trainer departs from the spec (the game's scenarios).
@@ -66,8 +66,8 @@ struct RunnerOptions {
 struct StepReport {
   int64_t step = 0;
   double loss = 0.0;
-  int64_t elements = 0;   // values rounded in the step
-  int64_t logged = 0;     // logged entries (DOWN, UP, EXACT)
+  int64_t elements = 0;  // values rounded in the step
+  int64_t logged = 0;    // logged entries (DOWN, UP, EXACT)
   int64_t exact = 0;
   // Values the trainer could have rounded either way unflagged (nn::BoundaryStats): the
   // trainer's real room to steer, logged or not. The auditor's count is authoritative.
@@ -91,9 +91,9 @@ struct StepReport {
   // After Runner::CompareNextStep: per boundary, the divergence from the reference's inputs.
   std::map<std::string, nn::DivergenceStats> divergence_stats;
 
-  // Adds the counts of `other` (elements, logged, exact, steerable, steered(_unlogged), corrections,
-  // illegitimate, near_misses, log_bytes, log_mismatches) and keeps the first divergence and mismatch; for
-  // totals over steps.
+  // Adds the counts of `other` (elements, logged, exact, steerable, steered(_unlogged),
+  // corrections, illegitimate, near_misses, log_bytes, log_mismatches) and keeps the first
+  // divergence and mismatch; for totals over steps.
   void AddCounts(const StepReport& other);
 };
 
@@ -109,7 +109,9 @@ class Runner {
   StepReport Step();
   // Calibration: compare the next step's boundary inputs with `reference` (keyed like
   // StepReport::captured) as they happen; the report carries divergence_stats.
-  void CompareNextStep(std::map<nn::RecordKey, at::Tensor> reference) { compare_next_ = std::move(reference); }
+  void CompareNextStep(std::map<nn::RecordKey, at::Tensor> reference) {
+    compare_next_ = std::move(reference);
+  }
   // The last step this runner will run (the spec's steps).
   int64_t last_step() const { return spec_.steps(); }
   // The Merkle root of the leaves stored so far (the committed root once done()). Throws
@@ -126,10 +128,11 @@ class Runner {
   Runner(Spec spec, RunnerOptions options, nn::Mode mode);
   // The records for `step`: the trainer's to write, or the ones to replay (filled by the
   // auditor). Returns the encoded records to commit in the step's batch.
-  virtual std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) = 0;
-  virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
-                                                                        const nn::StepLog& log,
-                                                                        std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
+  virtual std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step,
+                                                                         nn::StepLog* log) = 0;
+  virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(
+      int64_t step, const nn::StepContext& context, const nn::StepLog& log,
+      std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
   // Set by an auditor's PrepareStep: the trainer's trace of the step.
   nn::StepTrace expected_trace_;
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
@@ -157,8 +160,9 @@ class Runner {
   void GatherReports(const nn::StepContext& context, StepReport* report);
   // Data parallelism: throws on every rank unless all ranks hold the same state.
   void CheckRanksAgree(int64_t step);
-  bool names_checked_ = false;  // the spec's per-boundary windows checked against a step's boundaries
-  std::string broken_;          // why this runner refuses to go on ("" while it can)
+  bool names_checked_ =
+      false;            // the spec's per-boundary windows checked against a step's boundaries
+  std::string broken_;  // why this runner refuses to go on ("" while it can)
 };
 
 class Trainer : public Runner {
@@ -169,10 +173,11 @@ class Trainer : public Runner {
   Trainer(Spec spec, RunnerOptions options, nn::Mode mode = nn::Mode::kLog);
 
  protected:
-  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
-  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
-                                                                const nn::StepLog& log,
-                                                                std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step,
+                                                                 nn::StepLog* log) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(
+      int64_t step, const nn::StepContext& context, const nn::StepLog& log,
+      std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
 };
 
 // Where an auditor gets the trainer's records for a step: (boundary, call, encoded bytes).
@@ -189,21 +194,22 @@ class Auditor : public Runner {
   Auditor(Spec spec, RunnerOptions options, RecordSource records);
 
  protected:
-  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step, nn::StepLog* log) override;
-  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(int64_t step, const nn::StepContext& context,
-                                                                const nn::StepLog& log,
-                                                                std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> PrepareStep(int64_t step,
+                                                                 nn::StepLog* log) override;
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(
+      int64_t step, const nn::StepContext& context, const nn::StepLog& log,
+      std::vector<std::pair<nn::RecordKey, std::string>> prepared) override;
 
  private:
   // Decodes a step's records into `log` (and the trace); returns them encoded, to commit.
-  std::vector<std::pair<nn::RecordKey, std::string>> DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
-                                                                          nn::StepLog* log);
+  std::vector<std::pair<nn::RecordKey, std::string>> DecodeAuditorRecords(
+      int64_t step, std::vector<store::LogRecord> records, nn::StepLog* log);
   RecordSource records_;
 };
 
 // The first leaf index at which two runs' stored leaves differ, or nullopt if every common
 // leaf agrees.
-std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a, const store::Store& b,
-                                           const std::string& run_b);
+std::optional<uint64_t> FirstDifferingLeaf(const store::Store& a, const std::string& run_a,
+                                           const store::Store& b, const std::string& run_b);
 
 }  // namespace vt::train

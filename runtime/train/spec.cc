@@ -26,12 +26,14 @@ const std::set<std::string>& ModelKeys(const std::string& type) {
       {"gpt2", {"layers", "d_model", "heads", "vocab", "context", "dropout"}},
   };
   auto it = keys.find(type);
-  if (it == keys.end()) throw Error("spec: model.type must be mlp, resnet or gpt2, got '" + type + "'");
+  if (it == keys.end())
+    throw Error("spec: model.type must be mlp, resnet or gpt2, got '" + type + "'");
   return it->second;
 }
 
-const std::set<std::string> kOptimKeys = {"kind", "lr", "momentum", "nesterov", "weight_decay", "beta1",
-                                          "beta2", "eps", "schedule", "warmup", "min_factor"};
+const std::set<std::string> kOptimKeys = {"kind",         "lr",     "momentum",  "nesterov",
+                                          "weight_decay", "beta1",  "beta2",     "eps",
+                                          "schedule",     "warmup", "min_factor"};
 const char* kKinds[] = {"fwd", "bwd", "grad", "update"};
 
 // A canonical decimal integer (what std::to_string writes: no sign but '-', no leading zeros,
@@ -69,8 +71,8 @@ class Reader {
       throw Error("spec: field '" + key + "' must be a finite number, got '" + s + "'");
     }
     if (s != Num(v)) {
-      throw Error("spec: field '" + key + "' must be spelled canonically (printf \"%.17g\": '" + Num(v) + "'), got '" + s +
-                  "'");
+      throw Error("spec: field '" + key + "' must be spelled canonically (printf \"%.17g\": '" +
+                  Num(v) + "'), got '" + s + "'");
     }
     return v;
   }
@@ -78,14 +80,15 @@ class Reader {
     const std::string& s = Str(key);
     int64_t v = 0;
     if (!ParseInt(s, &v) || v < min || v > max) {
-      throw Error("spec: field '" + key + "' must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
-                  "] in plain decimal, got '" + s + "'");
+      throw Error("spec: field '" + key + "' must be an integer in [" + std::to_string(min) + ", " +
+                  std::to_string(max) + "] in plain decimal, got '" + s + "'");
     }
     return v;
   }
   bool Bool(const std::string& key) const {
     const std::string& s = Str(key);
-    if (s != "true" && s != "false") throw Error("spec: field '" + key + "' must be true or false, got '" + s + "'");
+    if (s != "true" && s != "false")
+      throw Error("spec: field '" + key + "' must be true or false, got '" + s + "'");
     return s == "true";
   }
   std::vector<int64_t> Ints(const std::string& key) const {
@@ -95,7 +98,8 @@ class Reader {
     while (std::getline(in, item, ',')) {
       int64_t v = 0;
       if (!ParseInt(item, &v) || v < 0) {
-        throw Error("spec: field '" + key + "' must be a comma-separated list of sizes in plain decimal, got '" + Str(key) +
+        throw Error("spec: field '" + key +
+                    "' must be a comma-separated list of sizes in plain decimal, got '" + Str(key) +
                     "'");
       }
       out.push_back(v);
@@ -108,16 +112,20 @@ class Reader {
 };
 
 void CheckKeys(const std::map<std::string, std::string>& fields) {
-  const std::set<std::string> top = {"version", "seed", "batch", "steps", "checkpoint_every", "shards"};
+  const std::set<std::string> top = {"version",          "seed",  "batch", "steps",
+                                     "checkpoint_every", "shards"};
   auto type = fields.find("model.type");
   if (type == fields.end()) throw Error("spec: missing field 'model.type'");
   const auto& model_keys = ModelKeys(type->second);
   for (const auto& [key, value] : fields) {
-    if (key.empty() || value.find('\n') != std::string::npos || key.find_first_of("=\n") != std::string::npos) {
-      throw Error("spec: field '" + key + "' has a key or value that cannot be encoded (no '=' in keys, no newlines)");
+    if (key.empty() || value.find('\n') != std::string::npos ||
+        key.find_first_of("=\n") != std::string::npos) {
+      throw Error("spec: field '" + key +
+                  "' has a key or value that cannot be encoded (no '=' in keys, no newlines)");
     }
     bool ok = top.count(key) > 0;
-    if (key.rfind("model.", 0) == 0) ok = key == "model.type" || key == "model.init" || model_keys.count(key.substr(6)) > 0;
+    if (key.rfind("model.", 0) == 0)
+      ok = key == "model.type" || key == "model.init" || model_keys.count(key.substr(6)) > 0;
     if (key.rfind("data.", 0) == 0) ok = key.size() > 5;
     if (key.rfind("optim.", 0) == 0) ok = kOptimKeys.count(key.substr(6)) > 0;
     if (key.rfind("round.", 0) == 0) {
@@ -127,14 +135,19 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
         ok = ok || rest == std::string(kind) + ".band" || rest == std::string(kind) + ".alpha";
       }
       if (rest.rfind("boundary.", 0) == 0) {
-        ok = (rest.size() > 14 && (rest.compare(rest.size() - 5, 5, ".band") == 0 || rest.compare(rest.size() - 6, 6, ".alpha") == 0));
+        ok = (rest.size() > 14 && (rest.compare(rest.size() - 5, 5, ".band") == 0 ||
+                                   rest.compare(rest.size() - 6, 6, ".alpha") == 0));
       }
     }
     if (!ok) {
       std::string valid;
       for (const auto& m : model_keys) valid += "model." + m + ", ";
-      throw Error("spec: unknown field '" + key + "' (valid: version, seed, batch, steps, checkpoint_every, shards, model.type, model.init, " +
-                  valid + "data.*, optim.*, round.bits, round.<fwd|bwd|grad|update>.<band|alpha>, round.boundary.<name>.<band|alpha>)");
+      throw Error("spec: unknown field '" + key +
+                  "' (valid: version, seed, batch, steps, checkpoint_every, shards, model.type, "
+                  "model.init, " +
+                  valid +
+                  "data.*, optim.*, round.bits, round.<fwd|bwd|grad|update>.<band|alpha>, "
+                  "round.boundary.<name>.<band|alpha>)");
     }
   }
 }
@@ -143,16 +156,18 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
 void CheckDataFields(const Reader& r) {
   const std::string& kind = r.Str("data.kind");
   if (kDataKinds.count(kind) == 0) {
-    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic or text, got '" + kind + "'");
+    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic or text, got '" + kind +
+                "'");
   }
   const std::string& name = r.Str("data.name");
   if (name != kind && name.rfind(kind + ":", 0) != 0) {
-    throw Error("spec: field 'data.name' must be '" + kind + "' or start with '" + kind + ":' (data.kind), got '" + name +
-                "'");
+    throw Error("spec: field 'data.name' must be '" + kind + "' or start with '" + kind +
+                ":' (data.kind), got '" + name + "'");
   }
   const std::string& digest = r.Str("data.digest");
   if (digest.size() != 64 || digest.find_first_not_of("0123456789abcdef") != std::string::npos) {
-    throw Error("spec: field 'data.digest' must be a SHA-256 in 64 lowercase hex digits, got '" + digest + "'");
+    throw Error("spec: field 'data.digest' must be a SHA-256 in 64 lowercase hex digits, got '" +
+                digest + "'");
   }
 }
 
@@ -199,7 +214,9 @@ double ModelValuesBound(const Reader& r) {
 
 Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_model_values) {
   fields.emplace("version", kSpecVersion);
-  if (fields["version"] != kSpecVersion) throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " + kSpecVersion + ")");
+  if (fields["version"] != kSpecVersion)
+    throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " +
+                kSpecVersion + ")");
   CheckKeys(fields);
   Spec spec;
   spec.fields_ = std::move(fields);
@@ -211,11 +228,12 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_mode
   spec.checkpoint_every();
   if (r.Has("shards")) {
     // Absent means 1, so "shards=1" would be a second spelling of the same run.
-    if (r.Str("shards") == "1") throw Error("spec: shards=1 is written by leaving shards out (one spelling per run)");
+    if (r.Str("shards") == "1")
+      throw Error("spec: shards=1 is written by leaving shards out (one spelling per run)");
     const int64_t k = r.Int("shards", 2, 4096);
     if (spec.batch() % k != 0) {
-      throw Error("spec: batch " + std::to_string(spec.batch()) + " does not split into shards=" + std::to_string(k) +
-                  " equal parts (batch must be a multiple of shards)");
+      throw Error("spec: batch " + std::to_string(spec.batch()) + " does not split into shards=" +
+                  std::to_string(k) + " equal parts (batch must be a multiple of shards)");
     }
   }
   CheckDataFields(r);
@@ -225,8 +243,9 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_mode
   if (values > max_model_values) {
     char text[64];
     std::snprintf(text, sizeof text, "%.3g", values);
-    throw Error("spec: the model (model.type " + r.Str("model.type") + ") would have up to " + text +
-                " parameters and buffers, more than the " + Num(max_model_values) + " a spec may describe");
+    throw Error("spec: the model (model.type " + r.Str("model.type") + ") would have up to " +
+                text + " parameters and buffers, more than the " + Num(max_model_values) +
+                " a spec may describe");
   }
   spec.BuildModel();
   return spec;
@@ -240,12 +259,15 @@ Spec Spec::Parse(std::string_view canonical, double max_model_values) {
   while (pos < canonical.size()) {
     ++line;
     size_t end = canonical.find('\n', pos);
-    if (end == std::string_view::npos) throw Error("spec: line " + std::to_string(line) + " does not end with a newline");
+    if (end == std::string_view::npos)
+      throw Error("spec: line " + std::to_string(line) + " does not end with a newline");
     std::string_view text = canonical.substr(pos, end - pos);
     size_t eq = text.find('=');
-    if (eq == std::string_view::npos || eq == 0) throw Error("spec: line " + std::to_string(line) + " is not key=value");
+    if (eq == std::string_view::npos || eq == 0)
+      throw Error("spec: line " + std::to_string(line) + " is not key=value");
     std::string key(text.substr(0, eq));
-    if (!previous.empty() && key <= previous) throw Error("spec: keys are not sorted and unique at line " + std::to_string(line));
+    if (!previous.empty() && key <= previous)
+      throw Error("spec: keys are not sorted and unique at line " + std::to_string(line));
     fields[key] = std::string(text.substr(eq + 1));
     previous = key;
     pos = end + 1;
@@ -254,9 +276,10 @@ Spec Spec::Parse(std::string_view canonical, double max_model_values) {
 }
 
 std::map<std::string, std::string> Spec::Fields(const nn::Model& model, const data::Dataset& data,
-                                                const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
-                                                int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every,
-                                                int64_t shards) {
+                                                const optim::OptimizerConfig& optim,
+                                                const nn::WindowTable& windows, int64_t batch,
+                                                int64_t steps, uint64_t seed,
+                                                int64_t checkpoint_every, int64_t shards) {
   std::map<std::string, std::string> f;
   f["version"] = kSpecVersion;
   f["seed"] = std::to_string(seed);
@@ -295,12 +318,16 @@ std::string Spec::HashHex() const { return store::ToHex(Hash()); }
 
 int64_t Spec::batch() const { return Reader(fields_).Int("batch", 1, int64_t{1} << 24); }
 int64_t Spec::steps() const { return Reader(fields_).Int("steps", 0, int64_t{1} << 40); }
-uint64_t Spec::seed() const { return static_cast<uint64_t>(Reader(fields_).Int("seed", 0, INT64_MAX)); }
+uint64_t Spec::seed() const {
+  return static_cast<uint64_t>(Reader(fields_).Int("seed", 0, INT64_MAX));
+}
 int64_t Spec::shards() const {
   Reader r(fields_);
   return r.Has("shards") ? r.Int("shards", 2, 4096) : 1;
 }
-int64_t Spec::checkpoint_every() const { return Reader(fields_).Int("checkpoint_every", 1, int64_t{1} << 40); }
+int64_t Spec::checkpoint_every() const {
+  return Reader(fields_).Int("checkpoint_every", 1, int64_t{1} << 40);
+}
 
 std::shared_ptr<nn::Model> Spec::BuildModel() const {
   Reader r(fields_);
@@ -308,7 +335,8 @@ std::shared_ptr<nn::Model> Spec::BuildModel() const {
   if (type == "mlp") {
     nn::MlpConfig c;
     c.input_shape = r.Ints("model.input_shape");
-    c.hidden = r.Has("model.hidden") && !r.Str("model.hidden").empty() ? r.Ints("model.hidden") : std::vector<int64_t>{};
+    c.hidden = r.Has("model.hidden") && !r.Str("model.hidden").empty() ? r.Ints("model.hidden")
+                                                                       : std::vector<int64_t>{};
     c.classes = r.Int("model.classes", 2, 1 << 24);
     c.dropout = r.Double("model.dropout");
     return nn::MakeMlp(c, seed());
@@ -380,13 +408,14 @@ nn::WindowTable Spec::Windows() const {
 void Spec::CheckData(const data::Dataset& data) const {
   Reader r(fields_);
   if (data.digest() != r.Str("data.digest")) {
-    throw Error("data set '" + data.name() + "' has digest " + data.digest() + ", the spec requires " +
-                r.Str("data.digest") + " (" + r.Str("data.name") + ")");
+    throw Error("data set '" + data.name() + "' has digest " + data.digest() +
+                ", the spec requires " + r.Str("data.digest") + " (" + r.Str("data.name") + ")");
   }
   for (const auto& [k, v] : data.settings()) {
     const std::string key = "data." + k;
     if (!r.Has(key) || r.Str(key) != v) {
-      throw Error("data set setting '" + k + "' is '" + v + "', the spec has '" + (r.Has(key) ? r.Str(key) : "(none)") + "'");
+      throw Error("data set setting '" + k + "' is '" + v + "', the spec has '" +
+                  (r.Has(key) ? r.Str(key) : "(none)") + "'");
     }
   }
 }

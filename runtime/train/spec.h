@@ -48,15 +48,18 @@ class Spec {
   // values, the model's and optimizer's own checks) and throws vt::Error naming the first
   // bad one. Numbers must be spelled as Fields() spells them: integers in plain decimal,
   // other numbers as printf("%.17g"); any other spelling of the same value is an error.
-  static Spec FromFields(std::map<std::string, std::string> fields, double max_model_values = kMaxModelValues);
+  static Spec FromFields(std::map<std::string, std::string> fields,
+                         double max_model_values = kMaxModelValues);
   // Parses the canonical encoding (then validates as FromFields).
   static Spec Parse(std::string_view canonical, double max_model_values = kMaxModelValues);
 
   // Builds the fields of a spec from its parts.
-  static std::map<std::string, std::string> Fields(const nn::Model& model, const data::Dataset& data,
-                                                   const optim::OptimizerConfig& optim, const nn::WindowTable& windows,
-                                                   int64_t batch, int64_t steps, uint64_t seed, int64_t checkpoint_every,
-                                                   int64_t shards = 1);
+  static std::map<std::string, std::string> Fields(const nn::Model& model,
+                                                   const data::Dataset& data,
+                                                   const optim::OptimizerConfig& optim,
+                                                   const nn::WindowTable& windows, int64_t batch,
+                                                   int64_t steps, uint64_t seed,
+                                                   int64_t checkpoint_every, int64_t shards = 1);
 
   const std::map<std::string, std::string>& fields() const { return fields_; }
   std::string Canonical() const;

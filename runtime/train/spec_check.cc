@@ -9,7 +9,8 @@
 
 namespace vt::train {
 
-std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name, size_t limit) {
+std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name,
+                           size_t limit) {
   const std::map<std::string, std::string>& a = here.fields();
   const std::map<std::string, std::string>& b = there.fields();
   std::set<std::string> keys;
@@ -33,11 +34,15 @@ std::string SpecDifference(const Spec& here, const Spec& there, const std::strin
 void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec) {
   store.Refresh();
   std::optional<store::RunInfo> info = store.GetRun(run);
-  if (!info) throw Error("store '" + store.path() + "' holds no run '" + run + "' to replay (logs_run names another)");
+  if (!info)
+    throw Error("store '" + store.path() + "' holds no run '" + run +
+                "' to replay (logs_run names another)");
   if (info->spec == spec.Canonical()) return;
   Spec theirs = Spec::Parse(info->spec);
-  throw Error("the logs in store '" + store.path() + "', run '" + run + "', were made with another spec than this auditor's: " +
-              SpecDifference(spec, theirs, "the logs") + ". Replaying them would report a divergence that is not the trainer's");
+  throw Error("the logs in store '" + store.path() + "', run '" + run +
+              "', were made with another spec than this auditor's: " +
+              SpecDifference(spec, theirs, "the logs") +
+              ". Replaying them would report a divergence that is not the trainer's");
 }
 
 namespace {
@@ -95,36 +100,44 @@ std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
   auto need_classes = [&](const std::string& key) -> std::string {
     const int64_t have = std::stoll(field(key));
     if (have >= classes) return "";
-    return "model." + key + " " + std::to_string(have) + " is fewer than the data's " + std::to_string(classes) +
-           (type == "gpt2" ? " token values" : " classes (labels are 0-based, up to " + std::to_string(classes - 1) + ")");
+    return "model." + key + " " + std::to_string(have) + " is fewer than the data's " +
+           std::to_string(classes) +
+           (type == "gpt2"
+                ? " token values"
+                : " classes (labels are 0-based, up to " + std::to_string(classes - 1) + ")");
   };
   if (type == "mlp") {
     const std::vector<int64_t> want = IntList(field("input_shape"));
     if (Product(want) != Product(shape)) {
       return "model.input_shape " + field("input_shape") + " has " + std::to_string(Product(want)) +
-             " values, the data's examples " + Shape(shape) + " have " + std::to_string(Product(shape));
+             " values, the data's examples " + Shape(shape) + " have " +
+             std::to_string(Product(shape));
     }
     return need_classes("classes");
   }
   if (type == "resnet") {
-    if (shape.size() != 3) return "resnet takes images [C, H, W]; the data's examples are " + Shape(shape);
+    if (shape.size() != 3)
+      return "resnet takes images [C, H, W]; the data's examples are " + Shape(shape);
     if (std::to_string(shape[0]) != field("in_channels")) {
-      return "model.in_channels " + field("in_channels") + " does not match the data's " + std::to_string(shape[0]) +
-             " channels (examples " + Shape(shape) + ")";
+      return "model.in_channels " + field("in_channels") + " does not match the data's " +
+             std::to_string(shape[0]) + " channels (examples " + Shape(shape) + ")";
     }
     return need_classes("classes");
   }
   if (type == "gpt2") {
-    if (shape.size() != 1) return "gpt2 takes token sequences [T]; the data's examples are " + Shape(shape);
+    if (shape.size() != 1)
+      return "gpt2 takes token sequences [T]; the data's examples are " + Shape(shape);
     if (shape[0] > std::stoll(field("context"))) {
-      return "the data's sequences of " + std::to_string(shape[0]) + " tokens exceed model.context " + field("context");
+      return "the data's sequences of " + std::to_string(shape[0]) +
+             " tokens exceed model.context " + field("context");
     }
     return need_classes("vocab");
   }
   return "";
 }
 
-std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen) {
+std::string UnknownBoundaryOverrides(const nn::WindowTable& windows,
+                                     const std::map<std::string, nn::BoundaryStats>& seen) {
   std::string out;
   // A sharded step names its boundaries "s<k>/name"; a process sees only its own shards, so
   // overrides are matched on plain names (every process sees every plain name).
@@ -139,11 +152,13 @@ std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::
     nn::ShardOf(name, &plain);
     if (seen.count(name) || plain_seen.count(plain)) continue;
     std::vector<std::pair<size_t, std::string>> near;
-    for (const auto& [candidate, stats] : seen) near.emplace_back(EditDistance(name, candidate), candidate);
+    for (const auto& [candidate, stats] : seen)
+      near.emplace_back(EditDistance(name, candidate), candidate);
     std::sort(near.begin(), near.end());
     std::string nearest;
     for (size_t i = 0; i < near.size() && i < 3; ++i) nearest += (i ? ", " : "") + near[i].second;
-    out += (out.empty() ? "" : "; ") + ("'" + name + "'") + (nearest.empty() ? "" : " (nearest: " + nearest + ")");
+    out += (out.empty() ? "" : "; ") + ("'" + name + "'") +
+           (nearest.empty() ? "" : " (nearest: " + nearest + ")");
   }
   if (out.empty()) return out;
   return "the spec's round.boundaries names boundaries this model does not have: " + out +

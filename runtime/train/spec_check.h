@@ -18,7 +18,8 @@ namespace vt::train {
 
 // "optim.lr is 0.20000000000000001 here, 0.10000000000000001 in the logs; round.fwd.band ..."
 // for the first `limit` differing fields (and how many more), or "" when the specs are equal.
-std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name, size_t limit = 4);
+std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name,
+                           size_t limit = 4);
 
 // Throws vt::Error unless `store` holds run `run` made with `spec` (the store's path, the run
 // and the differing fields are named).
@@ -32,6 +33,7 @@ std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data);
 // "" when every per-boundary window override of `windows` names a boundary in `seen` (the
 // boundaries a step of the model went through); else an error message naming the unknown
 // ones and, for each, the model's nearest names.
-std::string UnknownBoundaryOverrides(const nn::WindowTable& windows, const std::map<std::string, nn::BoundaryStats>& seen);
+std::string UnknownBoundaryOverrides(const nn::WindowTable& windows,
+                                     const std::map<std::string, nn::BoundaryStats>& seen);
 
 }  // namespace vt::train

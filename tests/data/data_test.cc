@@ -1,7 +1,7 @@
 // Data sets: content digests checked against an independent hash, permutations, batches.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <set>
 
 #include "runtime/common/error.h"
@@ -23,11 +23,13 @@ std::string ShellSha256(const std::string& command) {
 
 }  // namespace
 
-TEST_CASE("Fashion-MNIST digest equals sha256sum of the decompressed labels then images", "[data]") {
+TEST_CASE("Fashion-MNIST digest equals sha256sum of the decompressed labels then images",
+          "[data]") {
   auto d = vt::data::FashionMnist({kFashion, "test"});
   CHECK(d->size() == 10000);
   CHECK(d->input_shape() == std::vector<int64_t>{1, 28, 28});
-  std::string expected = ShellSha256(std::string("(gzip -dc ") + kFashion + "/t10k-labels-idx1-ubyte.gz | tail -c +9; gzip -dc " +
+  std::string expected = ShellSha256(std::string("(gzip -dc ") + kFashion +
+                                     "/t10k-labels-idx1-ubyte.gz | tail -c +9; gzip -dc " +
                                      kFashion + "/t10k-images-idx3-ubyte.gz | tail -c +17)");
   CHECK(d->digest() == expected);
 }
@@ -43,7 +45,8 @@ TEST_CASE("text digest is sha256sum of the file; windows and targets shift by on
   CHECK(b.inputs[1][0].item<int64_t>() == static_cast<uint8_t>(text[5 * 64]));
   CHECK_THROWS_WITH(d->Get({d->size()}, 0, 0), Contains("out of range"));
   CHECK_THROWS_WITH(vt::data::TextCorpus({path, 0}), Contains("context must be >= 1"));
-  CHECK_THROWS_WITH(vt::data::TextCorpus({"/nonexistent.txt", 8}), Contains("cannot open '/nonexistent.txt'"));
+  CHECK_THROWS_WITH(vt::data::TextCorpus({"/nonexistent.txt", 8}),
+                    Contains("cannot open '/nonexistent.txt'"));
 }
 
 TEST_CASE("each epoch visits every example once in a seed-dependent order", "[data]") {
@@ -105,5 +108,6 @@ TEST_CASE("IDX errors name the file", "[data]") {
   std::fclose(f);
   CHECK_THROWS_WITH(vt::data::ReadIdx(path), Contains("IDX body has 3 bytes, header says 10"));
   CHECK_THROWS_WITH(vt::data::ReadIdx("/nonexistent.idx"), Contains("cannot open"));
-  CHECK_THROWS_WITH(vt::data::FashionMnist({kFashion, "validation"}), Contains("split must be 'train' or 'test'"));
+  CHECK_THROWS_WITH(vt::data::FashionMnist({kFashion, "validation"}),
+                    Contains("split must be 'train' or 'test'"));
 }

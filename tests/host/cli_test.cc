@@ -1,6 +1,5 @@
 // The vtrun command line: scripts and their arguments, -e, stdin, errors and exit codes.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 #include "tests/support/subprocess.h"
@@ -35,7 +34,8 @@ TEST_CASE("script errors print vtrun: message and a traceback, exit 1", "[cli]")
   CHECK_THAT(r.err, Contains("boom"));
   CHECK_THAT(r.err, Contains("stack traceback:"));
   TempDir dir;
-  std::string script = WriteFile(dir.path() + "/bad.lua", "local function f()\n  error('deep')\nend\nf()\n");
+  std::string script =
+      WriteFile(dir.path() + "/bad.lua", "local function f()\n  error('deep')\nend\nf()\n");
   r = RunProcess({VTRUN_BINARY, script});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("bad.lua:2: deep"));
@@ -56,7 +56,8 @@ TEST_CASE("script errors print vtrun: message and a traceback, exit 1", "[cli]")
 
 TEST_CASE("scripts see their arguments in arg and ...", "[cli]") {
   TempDir dir;
-  std::string script = WriteFile(dir.path() + "/args.lua", "print(select('#', ...), ...)\nprint(arg[0], arg[1], arg[2])\n");
+  std::string script = WriteFile(dir.path() + "/args.lua",
+                                 "print(select('#', ...), ...)\nprint(arg[0], arg[1], arg[2])\n");
   auto r = RunProcess({VTRUN_BINARY, script, "a", "b c"});
   CHECK(r.exit_code == 0);
   CHECK(r.out == "2\ta\tb c\n" + script + "\ta\tb c\n");
@@ -77,7 +78,8 @@ TEST_CASE("vtrun - and a non-terminal stdin run standard input", "[cli]") {
 TEST_CASE("vtrun --version names every library and --help the options", "[cli]") {
   auto r = RunProcess({VTRUN_BINARY, "--version"});
   CHECK(r.exit_code == 0);
-  for (const char* lib : {"vtrun", "LuaJIT", "LibTorch", "RocksDB", "OpenSSL"}) CHECK_THAT(r.out, Contains(lib));
+  for (const char* lib : {"vtrun", "LuaJIT", "LibTorch", "RocksDB", "OpenSSL"})
+    CHECK_THAT(r.out, Contains(lib));
   r = RunProcess({VTRUN_BINARY, "--help"});
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.out, Contains("usage: vtrun"));
@@ -95,7 +97,8 @@ TEST_CASE("vtrun --version names every library and --help the options", "[cli]")
 TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads", "[cli]") {
   TempDir dir;
   WriteFile(dir.path() + "/mymod.lua", "return {answer = 42}\n");
-  auto r = RunProcess({VTRUN_BINARY, "-e", "print(require('mymod').answer)"}, "", {{"VTRUN_PATH", dir.path()}});
+  auto r = RunProcess({VTRUN_BINARY, "-e", "print(require('mymod').answer)"}, "",
+                      {{"VTRUN_PATH", dir.path()}});
   CHECK(r.out == "42\n");
   r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads())"}, "", {{"VTRUN_THREADS", "1"}});
   CHECK(r.out == "1\n");

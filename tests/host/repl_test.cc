@@ -1,7 +1,6 @@
 // The REPL driven through a pseudo-terminal: completion, multi-line chunks, printing of
 // values, error recovery, Ctrl-C, persistent history and Ctrl-D.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -19,8 +18,8 @@ std::map<std::string, std::string> ReplEnv(const TempDir& home) {
 }
 
 // Waits for `text` in the REPL's output; on timeout fails with everything it printed.
-#define EXPECT_OUTPUT(repl, text)                                                      \
-  do {                                                                                 \
+#define EXPECT_OUTPUT(repl, text)                                                               \
+  do {                                                                                          \
     if (!(repl).WaitFor(text)) FAIL("never saw " << (text) << " in:\n" << (repl).transcript()); \
   } while (0)
 
@@ -87,9 +86,7 @@ TEST_CASE("REPL: completion, multi-line input, values, errors, Ctrl-C, history",
 
 TEST_CASE("REPL: history persists into the next session", "[repl]") {
   TempDir home;
-  {
-    std::ofstream(home.path() + "/.vtrun_history") << "remembered = 99\n";
-  }
+  { std::ofstream(home.path() + "/.vtrun_history") << "remembered = 99\n"; }
   PtySession repl({VTRUN_BINARY}, ReplEnv(home));
   EXPECT_OUTPUT(repl, "vt> ");
   Enter(repl, "\x1b[A", "remembered = 99");  // Up arrow recalls the previous session's line.
@@ -138,7 +135,8 @@ TEST_CASE("REPL: ?help, quiet lines, timing, digits and compact values", "[repl]
   // Long strings, binary data and large nested tables are shown compactly; vt.show prints all.
   Enter(repl, "string.rep('ab', 500)", "... (1000 bytes)");
   Enter(repl, "string.rep('\\0', 4096)", "<4096 bytes of binary data>");
-  Enter(repl, "{step = 1, boundaries = {1,2,3,4,5,6,7,8,9,10,11,12,13}}", "boundaries = {... 13 entries}");
+  Enter(repl, "{step = 1, boundaries = {1,2,3,4,5,6,7,8,9,10,11,12,13}}",
+        "boundaries = {... 13 entries}");
   Enter(repl, "vt.show({boundaries = {1,2,3,4,5,6,7,8,9,10,11,12,13}})", "11, 12, 13}");
   repl.Send("\x04");
   CHECK(repl.Wait() == 0);

@@ -140,7 +140,7 @@ inline int StateOf(double x, int bits, double band, double alpha_scale) {
   const bool wide = w > spacing / 4;
   const bool in_cell = !g.on_grid && AbsDiffAtMost(x, (g.lo + g.hi) / 2, w);
   const bool other = wide && LowerMidDistance(x, bits) < w && x != 0;  // zeros: NONE
-  if ((!in_cell && !other) || w == 0) return 0;  // a zero window logs nothing
+  if ((!in_cell && !other) || w == 0) return 0;                        // a zero window logs nothing
   if (wide) return 3;
   return g.rnd == g.lo ? 1 : 2;
 }
@@ -193,7 +193,8 @@ inline bool SteerableAt(double x, int bits, double band, double alpha_scale) {
   const double mid = (g.lo + g.hi) / 2;
   const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, 2 * w) && w <= spacing / 2 && w > 0;
   const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
-  const bool near = (!g.on_grid && AbsDiffAtMost(x, mid, tol.t)) || LowerMidDistance(x, bits) <= tol.t;
+  const bool near =
+      (!g.on_grid && AbsDiffAtMost(x, mid, tol.t)) || LowerMidDistance(x, bits) <= tol.t;
   return dir_ok || (tol.eligible && near);
 }
 

@@ -470,7 +470,8 @@ TEST_CASE("replay: forged EXACT entries holding the other neighbour are illegiti
     forged.push_back(ExactEntry{i, oracle::F32Bits(static_cast<float>(on + spacing))});
   }
   const LogRecord record = LogRecord::FromStates(std::vector<uint8_t>(1000, 3), forged);
-  for (const RoundOptions& o : {Options(32, 1.0 / 16, 0.0), Options(32, 0.0, P2(-40)), Options(32, 0.25, 0.0)}) {
+  for (const RoundOptions& o :
+       {Options(32, 1.0 / 16, 0.0), Options(32, 0.0, P2(-40)), Options(32, 0.25, 0.0)}) {
     INFO("band " << o.band << " alpha " << o.alpha);
     IsaGuard guard;
     for (auto isa : vt::precision::SupportedKernelIsas()) {
@@ -495,20 +496,22 @@ TEST_CASE("replay: an EXACT value is legitimate only within the tolerance of a m
   const double xp = P2(-30) * 1.2345;
   const double t = 2 * P2(-40);  // the tolerance: 2 (band g+ + alpha scale)
   auto replay_exact = [&](double v) {
-    const LogRecord rec = LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(static_cast<float>(v))}});
+    const LogRecord rec =
+        LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(static_cast<float>(v))}});
     return Replay(ToTensor({1.0, xp}), rec, o).report;
   };
-  CHECK(replay_exact(static_cast<float>(xp)).illegitimate == 0);               // rnd_b(x') itself
-  CHECK(replay_exact(static_cast<float>(xp + 0.9 * t)).illegitimate == 0);     // within reach
+  CHECK(replay_exact(static_cast<float>(xp)).illegitimate == 0);            // rnd_b(x') itself
+  CHECK(replay_exact(static_cast<float>(xp + 0.9 * t)).illegitimate == 0);  // within reach
   CHECK(replay_exact(static_cast<float>(xp - 0.9 * t)).illegitimate == 0);
-  CHECK(replay_exact(static_cast<float>(xp + 1.5 * t)).illegitimate == 1);     // too far
-  CHECK(replay_exact(static_cast<float>(-xp)).illegitimate == 1);              // other sign
+  CHECK(replay_exact(static_cast<float>(xp + 1.5 * t)).illegitimate == 1);  // too far
+  CHECK(replay_exact(static_cast<float>(-xp)).illegitimate == 1);           // other sign
   const auto r = Replay(ToTensor({1.0, xp}), LogRecord::FromStates({0, 0}, {}), o).report;
   CHECK(r.steerable == 1);  // x' (the 1.0 is on the grid, far from any midpoint: not)
   // Off the b-grid: b = 24 keeps 15 explicit bits, so an FP32 value with low bits set is
   // no rounding result at all.
   const RoundOptions o24 = Options(24, 0.0, P2(-14));  // w = 2^-14 > spacing(1)/4 = 2^-17
-  const LogRecord off_grid = LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(1.0f) | 1u}});
+  const LogRecord off_grid =
+      LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(1.0f) | 1u}});
   CHECK(Replay(ToTensor({1.0, 1.0}), off_grid, o24).report.illegitimate == 1);
 }
 
@@ -519,7 +522,8 @@ TEST_CASE("replay: EXACT entries under a narrow window are illegitimate, also fo
   const std::vector<double> xs = {1.0 + P2(-25), 3.0 + P2(-24), -7.5};
   std::vector<ExactEntry> same;
   for (int i = 0; i < 3; ++i) {
-    same.push_back(ExactEntry{i, oracle::F32Bits(static_cast<float>(oracle::GridOf(xs[static_cast<size_t>(i)], 32).rnd))});
+    same.push_back(ExactEntry{i, oracle::F32Bits(static_cast<float>(
+                                     oracle::GridOf(xs[static_cast<size_t>(i)], 32).rnd))});
   }
   const LogRecord record = LogRecord::FromStates({3, 3, 3}, same);
   for (double band : {0.25, 1.0 / 16, 0.0}) {
@@ -553,12 +557,14 @@ TEST_CASE("replay: direction flips of unlogged values are flagged beyond 2w and 
     CHECK(r.report.illegitimate == 96 - within);
     CHECK(r.report.steerable == within);
     // An honest NONE record on the same values reports the same room.
-    CHECK(Replay(ToTensor(xs), LogRecord::FromStates(std::vector<uint8_t>(96, 0), {}), Options(32, band, 0.0))
+    CHECK(Replay(ToTensor(xs), LogRecord::FromStates(std::vector<uint8_t>(96, 0), {}),
+                 Options(32, band, 0.0))
               .report.steerable == within);
   }
 }
 
-TEST_CASE("replay: a zero window (an exact boundary) logs nothing and accepts no entry, ties included") {
+TEST_CASE(
+    "replay: a zero window (an exact boundary) logs nothing and accepts no entry, ties included") {
   // x exactly on a midpoint: |x - mid| <= 0 holds, but an honest trainer rounds a tie to even
   // under a zero window and logs nothing, so a direction there is a forgery (the flip of a
   // tie was accepted before, and counted steerable by the auditor only).

@@ -572,8 +572,8 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
     uint64_t k;
     double band, alpha_scale;
   };
-  const Shape shapes[] = {{0, 0.25, 0.0}, {0, 0.0, P2(-30)}, {3, 0.1, P2(-40)}, {0, 0.5, 0.0},
-                          {9, 0.0, 0.0},  {0, 0.2, P2(-140)}};
+  const Shape shapes[] = {{0, 0.25, 0.0}, {0, 0.0, P2(-30)}, {3, 0.1, P2(-40)},
+                          {0, 0.5, 0.0},  {9, 0.0, 0.0},     {0, 0.2, P2(-140)}};
   for (const Shape& shape : shapes) {
     vt::precision::KernelParams p;
     p.k = shape.k;
@@ -587,12 +587,13 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         double v = gen.Any(32 - static_cast<int>(shape.k));
         if (kind == 0) v = 0.0;
         if (kind == 1) v = static_cast<double>(static_cast<float>(v));  // on the grid
-        if (kind == 2) v = std::ldexp(gen.Any(32), -160);                 // below g/4
+        if (kind == 2) v = std::ldexp(gen.Any(32), -160);               // below g/4
         if (!(std::fabs(v) < 0x1p100)) v = 1.5;
         xs.push_back(v);
         given.push_back(static_cast<uint8_t>(gen.Int(0, 3)));
       }
-      if (n > 0 && n % 7 == 0) xs[static_cast<size_t>(gen.Int(0, static_cast<int>(n) - 1))] = 0x1p200;
+      if (n > 0 && n % 7 == 0)
+        xs[static_cast<size_t>(gen.Int(0, static_cast<int>(n) - 1))] = 0x1p200;
       struct Result {
         std::vector<double> rounded, replayed;
         std::vector<uint8_t> states;
@@ -611,15 +612,17 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         results.push_back(std::move(r));
       }
       for (size_t v = 1; v < results.size(); ++v) {
-        INFO("n=" << n << " k=" << shape.k << " band=" << shape.band << " alpha_scale=" << shape.alpha_scale
-                  << " variant " << vt::precision::KernelIsaName(vt::precision::SupportedKernelIsas()[v]));
+        INFO("n=" << n << " k=" << shape.k << " band=" << shape.band
+                  << " alpha_scale=" << shape.alpha_scale << " variant "
+                  << vt::precision::KernelIsaName(vt::precision::SupportedKernelIsas()[v]));
         const Result& a = results[0];
         const Result& b = results[v];
         REQUIRE(a.round.out_of_range == b.round.out_of_range);
         REQUIRE(a.replay.out_of_range == b.replay.out_of_range);
         if (a.round.out_of_range) continue;  // outputs are unspecified then
         auto same_bits = [](const std::vector<double>& x, const std::vector<double>& y) {
-          return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
+          return x.size() == y.size() &&
+                 (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(double)) == 0);
         };
         CHECK(same_bits(a.rounded, b.rounded));
         CHECK(a.states == b.states);

@@ -1,8 +1,9 @@
 // The project's convolution (im2col + one GEMM, profile-ordered) against ATen's, forward and
 // backward, over strides, paddings and kernel sizes; and im2col against ATen's layout.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 #include <torch/csrc/autograd/autograd.h>
+
+#include <catch2/catch.hpp>
 
 #include "runtime/nn/autograd.h"
 #include "runtime/profile/im2col.h"

@@ -3,8 +3,8 @@
 #include "runtime/random/philox.h"
 
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 

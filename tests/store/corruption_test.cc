@@ -434,9 +434,9 @@ TEST_CASE("store: a damaged SST index block is reported as corruption on open",
     const std::string name = std::filesystem::path(files[0]).filename().string();
     StoreOptions ro;
     ro.read_only = true;
-    CHECK_THROWS_WITH(Store::Open(path, ro),
-                      Catch::Contains("is corrupt") && Catch::Contains(name) &&
-                          Catch::Contains("checksum mismatch"));
+    CHECK_THROWS_WITH(Store::Open(path, ro), Catch::Contains("is corrupt") &&
+                                                 Catch::Contains(name) &&
+                                                 Catch::Contains("checksum mismatch"));
     CHECK_THROWS_WITH(Store::Open(path), Catch::Contains("Corruption") && Catch::Contains(name));
   }
 }

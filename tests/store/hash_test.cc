@@ -86,8 +86,8 @@ TEST_CASE("store: CRC-32C known answers (RFC 3720 B.4) and hardware = portable",
   // every block boundary, at unaligned starts, and chained.
   std::string big(3 * 8192 * 3 + 3 * 256 * 2 + 77, '\0');
   for (char& c : big) c = static_cast<char>(rng());
-  for (size_t len : {size_t{767}, size_t{768}, size_t{769}, size_t{3 * 8192 - 1}, size_t{3 * 8192}, size_t{3 * 8192 + 8},
-                     size_t{2 * 3 * 8192 + 3 * 256 + 5}, big.size() - 3}) {
+  for (size_t len : {size_t{767}, size_t{768}, size_t{769}, size_t{3 * 8192 - 1}, size_t{3 * 8192},
+                     size_t{3 * 8192 + 8}, size_t{2 * 3 * 8192 + 3 * 256 + 5}, big.size() - 3}) {
     for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
       INFO("length " << len << " offset " << offset);
       std::string slice = big.substr(offset, len);

@@ -416,8 +416,10 @@ TEST_CASE("store: log compression falls back and is reported", "[store]") {
   // The default asks for zstd and falls back to lz4, then none, by what this RocksDB build
   // supports (Debian's supports both, so zstd is expected there).
   const std::vector<rocksdb::CompressionType> supported = rocksdb::GetSupportedCompressions();
-  auto has = [&](rocksdb::CompressionType t) { return std::find(supported.begin(), supported.end(), t) != supported.end(); };
-  const Compression expected = has(rocksdb::kZSTD)              ? Compression::kZstd
+  auto has = [&](rocksdb::CompressionType t) {
+    return std::find(supported.begin(), supported.end(), t) != supported.end();
+  };
+  const Compression expected = has(rocksdb::kZSTD)             ? Compression::kZstd
                                : has(rocksdb::kLZ4Compression) ? Compression::kLz4
                                                                : Compression::kNone;
   Compression zstd = Store::Open(dir.Sub("b"))->log_compression();

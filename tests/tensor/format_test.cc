@@ -2,6 +2,7 @@
 #include "runtime/tensor/format.h"
 
 #include <ATen/ATen.h>
+
 #include <catch2/catch.hpp>
 
 TEST_CASE("tensors print like torch with a dtype and shape header", "[format]") {
@@ -22,7 +23,8 @@ TEST_CASE("large tensors are summarized with edge items", "[format]") {
 }
 
 TEST_CASE("very small or large magnitudes switch to scientific notation", "[format]") {
-  CHECK(vt::FormatTensor(at::tensor({1e-7, 1.0})) == "vt.tensor float64 [2]\n[1.0000e-07, 1.0000e+00]");
+  CHECK(vt::FormatTensor(at::tensor({1e-7, 1.0})) ==
+        "vt.tensor float64 [2]\n[1.0000e-07, 1.0000e+00]");
   CHECK(vt::FormatTensor(at::tensor({1e9})) == "vt.tensor float64 [1]\n[1.0000e+09]");
   std::string nan = vt::FormatTensor(at::tensor({std::nan(""), INFINITY, 1.0}));
   CHECK(nan == "vt.tensor float64 [3]\n[   nan,    inf, 1.0000]");

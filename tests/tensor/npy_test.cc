@@ -2,6 +2,7 @@
 #include "runtime/tensor/npy.h"
 
 #include <ATen/ATen.h>
+
 #include <catch2/catch.hpp>
 
 #include "runtime/common/error.h"
@@ -60,18 +61,24 @@ TEST_CASE("npy decoding rejects malformed files with a clear message", "[npy]") 
   std::string v9 = good;
   v9[6] = 9;
   CHECK_THROWS_WITH(vt::DecodeNpy(v9, "f"), Contains("unsupported .npy format version 9"));
-  CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': '<f8', 'fortran_order': True, 'shape': (4,), }"), "f"),
-                    Contains("Fortran-order"));
-  CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': '>f8', 'fortran_order': False, 'shape': (4,), }"), "f"),
-                    Contains("big-endian"));
-  CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': '<c16', 'fortran_order': False, 'shape': (2,), }"), "f"),
-                    Contains("unsupported dtype '<c16'"));
-  CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (4,), }"), "f"),
-                    Contains("structured dtypes are not supported"));
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(with_dict("{'descr': '<f8', 'fortran_order': True, 'shape': (4,), }"), "f"),
+      Contains("Fortran-order"));
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(with_dict("{'descr': '>f8', 'fortran_order': False, 'shape': (4,), }"), "f"),
+      Contains("big-endian"));
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(with_dict("{'descr': '<c16', 'fortran_order': False, 'shape': (2,), }"), "f"),
+      Contains("unsupported dtype '<c16'"));
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(with_dict("{'descr': [('a', '<f8')], 'fortran_order': False, 'shape': (4,), }"),
+                    "f"),
+      Contains("structured dtypes are not supported"));
   CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': '<f8', 'shape': (4,), }"), "f"),
                     Contains("header lacks"));
-  CHECK_THROWS_WITH(vt::DecodeNpy(with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (x,), }"), "f"),
-                    Contains("shape must be a tuple of integers"));
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(with_dict("{'descr': '<f8', 'fortran_order': False, 'shape': (x,), }"), "f"),
+      Contains("shape must be a tuple of integers"));
   std::string bad_bool = vt::EncodeNpy(at::zeros({3}, at::kBool));
   bad_bool.back() = 7;
   CHECK_THROWS_WITH(vt::DecodeNpy(bad_bool, "f"), Contains("bool array holds byte 7"));

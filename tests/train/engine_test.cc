@@ -1,6 +1,9 @@
 // The central promise on small models: a run logged on one profile replays bit for bit on
 // another; without the logs (rounding alone) or in plain FP32 the two profiles diverge.
+#include "runtime/train/engine.h"
+
 #include <ATen/ATen.h>
+
 #include <catch2/catch.hpp>
 
 #include "runtime/data/sources.h"
@@ -8,7 +11,6 @@
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/profile/profile.h"
-#include "runtime/train/engine.h"
 
 namespace {
 
@@ -69,8 +71,9 @@ std::shared_ptr<vt::data::Dataset> DataFor(const std::string& kind) {
 // in `auditor_mode` (kReplay uses the trainer's logs). Returns the first step whose state
 // differs, or 0 if all agree. `differing` (optional) counts the values whose FP64 input to a
 // boundary differed between the two (the control: the profiles really computed otherwise).
-int64_t FirstDivergence(const std::string& kind, Mode trainer_mode, Mode auditor_mode, const std::string& trainer_profile,
-                        const std::string& auditor_profile, int64_t steps, int64_t* corrections = nullptr,
+int64_t FirstDivergence(const std::string& kind, Mode trainer_mode, Mode auditor_mode,
+                        const std::string& trainer_profile, const std::string& auditor_profile,
+                        int64_t steps, int64_t* corrections = nullptr,
                         int64_t* differing = nullptr) {
   vt::optim::OptimizerConfig oc;
   oc.kind = kind == "gpt" ? "adamw" : "sgd";
@@ -110,15 +113,19 @@ int64_t FirstDivergence(const std::string& kind, Mode trainer_mode, Mode auditor
 
 TEST_CASE("logged runs replay bit for bit across in-process profiles", "[train]") {
   for (std::string kind : {"mlp", "resnet", "gpt"}) {
-    for (auto [a, b] : {std::pair<const char*, const char*>{"native", "splitk4"}, {"splitk4", "blocked"}, {"blocked", "native"}}) {
+    for (auto [a, b] : {std::pair<const char*, const char*>{"native", "splitk4"},
+                        {"splitk4", "blocked"},
+                        {"blocked", "native"}}) {
       int64_t corrections = 0, differing = 0;
       INFO(kind << ": trainer " << a << ", auditor " << b);
-      CHECK(FirstDivergence(kind, Mode::kLog, Mode::kReplay, a, b, 6, &corrections, &differing) == 0);
+      CHECK(FirstDivergence(kind, Mode::kLog, Mode::kReplay, a, b, 6, &corrections, &differing) ==
+            0);
       // The control: the two profiles computed other FP64 values at the boundaries (so the
       // equal states come from rounding and the log, not from identical arithmetic). Honest
       // profiles straddle a midpoint rarely, so corrections are counted, not required here;
       // train_test.lua and the flip_within scenarios make the auditor copy directions.
-      INFO("values differing before rounding: " << differing << ", corrections copied: " << corrections);
+      INFO("values differing before rounding: " << differing
+                                                << ", corrections copied: " << corrections);
       CHECK(differing > 0);
     }
   }

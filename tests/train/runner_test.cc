@@ -1,12 +1,14 @@
 // Trainer and auditor with their stores: equal roots across profiles, resume after a crash,
 // and tampering caught at the right leaf.
+#include "runtime/train/runner.h"
+
 #include <ATen/ATen.h>
+
 #include <catch2/catch.hpp>
 
 #include "runtime/common/error.h"
 #include "runtime/data/sources.h"
 #include "runtime/precision/codec.h"
-#include "runtime/train/runner.h"
 #include "store/sha256.h"
 #include "tests/support/subprocess.h"
 
@@ -41,7 +43,8 @@ Spec MakeSpec(int64_t steps, int64_t k, double lr = 0.05, double band = 0.25) {
   return Spec::FromFields(Spec::Fields(*model, *Data(), oc, windows, 16, steps, 1, k));
 }
 
-RunnerOptions Options(const std::string& dir, const std::string& profile, std::shared_ptr<vt::data::Dataset> data = Data()) {
+RunnerOptions Options(const std::string& dir, const std::string& profile,
+                      std::shared_ptr<vt::data::Dataset> data = Data()) {
   RunnerOptions o;
   o.data = data;
   o.store = vt::store::Store::Open(dir);
@@ -59,18 +62,21 @@ TEST_CASE("an auditor on another profile ends with the trainer's root", "[runner
   while (!trainer.done()) logged += trainer.Step().logged;
   CHECK(logged > 0);
   CHECK(trainer.store().TreeSize("run") == 6);  // leaves 0, 5, 10, 15, 20, 23
-  Auditor auditor(spec, Options(dir.path() + "/a", "splitk4"), vt::train::StoreRecords(trainer.options().store, "run"));
+  Auditor auditor(spec, Options(dir.path() + "/a", "splitk4"),
+                  vt::train::StoreRecords(trainer.options().store, "run"));
   int64_t illegitimate = 0;
   while (!auditor.done()) illegitimate += auditor.Step().illegitimate;
   CHECK(illegitimate == 0);
   CHECK(auditor.Root() == trainer.Root());
   for (uint64_t i = 0; i < 3; ++i) {
     auto a = trainer.store().GetLeaf("run", i), b = auditor.store().GetLeaf("run", i);
-    INFO("leaf " << i << " state " << vt::store::ToHex(a->state_digest) << " vs " << vt::store::ToHex(b->state_digest)
-         << " log " << vt::store::ToHex(a->log_digest) << " vs " << vt::store::ToHex(b->log_digest));
+    INFO("leaf " << i << " state " << vt::store::ToHex(a->state_digest) << " vs "
+                 << vt::store::ToHex(b->state_digest) << " log " << vt::store::ToHex(a->log_digest)
+                 << " vs " << vt::store::ToHex(b->log_digest));
     CHECK(a->leaf == b->leaf);
   }
-  CHECK_FALSE(vt::train::FirstDifferingLeaf(trainer.store(), "run", auditor.store(), "run").has_value());
+  CHECK_FALSE(
+      vt::train::FirstDifferingLeaf(trainer.store(), "run", auditor.store(), "run").has_value());
 }
 
 TEST_CASE("a trainer resumed after losing its process ends with the same root", "[runner]") {
@@ -93,7 +99,8 @@ TEST_CASE("a trainer resumed after losing its process ends with the same root", 
     CHECK(resumed.Root() == straight);
   }
   // Another spec on the same run id is refused.
-  CHECK_THROWS_WITH(Trainer(MakeSpec(17, 4, 0.01), Options(dir.path() + "/crashy", "native")), Contains("another spec"));
+  CHECK_THROWS_WITH(Trainer(MakeSpec(17, 4, 0.01), Options(dir.path() + "/crashy", "native")),
+                    Contains("another spec"));
 }
 
 TEST_CASE("a flipped logged direction or a changed label shows at the right leaf", "[runner]") {
@@ -140,5 +147,6 @@ TEST_CASE("a flipped logged direction or a changed label shows at the right leaf
   CHECK(*first == 3);
 
   // A data set with one label changed is a different data set: the spec check refuses it.
-  CHECK_THROWS_WITH(Auditor(spec, Options(dir.path() + "/a2", "splitk4", Data(6)), source), Contains("digest"));
+  CHECK_THROWS_WITH(Auditor(spec, Options(dir.path() + "/a2", "splitk4", Data(6)), source),
+                    Contains("digest"));
 }

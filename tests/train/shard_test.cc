@@ -2,6 +2,7 @@
 // runtime/train/rank_exchange.h, runtime/dist/group.h). The groups themselves run in
 // tests/lua/data_parallel_test.lua (real processes on Gloo).
 #include <ATen/ATen.h>  // before Catch: glog (in ATen) has a CHECK macro of its own
+
 #include <catch2/catch.hpp>
 
 #include "runtime/common/error.h"
@@ -19,7 +20,8 @@ TEST_CASE("shard prefixes of boundary names", "[shard]") {
   CHECK(plain == "fc0:fwd");
   CHECK(ShardOf("s0/layer1.0.bn1.mean:fwd", &plain) == 0);
   CHECK(plain == "layer1.0.bn1.mean:fwd");
-  for (const char* name : {"fc0:fwd", "stem.conv:fwd", "s/fc0:fwd", "sx/fc0:fwd", "s1", "s1/", "s12345678901/x", "~trace"}) {
+  for (const char* name : {"fc0:fwd", "stem.conv:fwd", "s/fc0:fwd", "sx/fc0:fwd", "s1", "s1/",
+                           "s12345678901/x", "~trace"}) {
     CHECK(ShardOf(name, &plain) == -1);
     CHECK(plain == name);
   }
@@ -45,7 +47,8 @@ TEST_CASE("the shards a process computes", "[shard]") {
   CHECK(vt::train::OwnerRank("s9/fc0:fwd", 4, 2) == 0);  // beyond the run: rank 0 reports it
 }
 
-TEST_CASE("records and reports cross between ranks intact, and damaged messages are errors", "[shard]") {
+TEST_CASE("records and reports cross between ranks intact, and damaged messages are errors",
+          "[shard]") {
   vt::train::EncodedRecords records = {{{"s1/fc0:fwd", 0}, std::string("\x01\x02\x00\x03", 4)},
                                        {{"fc0.weight:grad", 7}, ""},
                                        {{"~trace", 0}, std::string(300, 'x')}};
@@ -64,7 +67,8 @@ TEST_CASE("records and reports cross between ranks intact, and damaged messages 
   report.divergence = "boundary 's1/fc0:fwd' call 0 at step 2";
   report.log_mismatches = 2;
   report.log_mismatch = "no log record for boundary 's1/fc1:fwd'";
-  const vt::train::RankReport back = vt::train::DecodeRankReport(vt::train::EncodeRankReport(report));
+  const vt::train::RankReport back =
+      vt::train::DecodeRankReport(vt::train::EncodeRankReport(report));
   CHECK(back.boundaries.at("s1/fc0:fwd").elements == 1000);
   CHECK(back.boundaries.at("s1/fc0:fwd").illegitimate == 3);
   CHECK(back.boundaries.at("s1/fc0:fwd").steerable == -1);
@@ -74,7 +78,8 @@ TEST_CASE("records and reports cross between ranks intact, and damaged messages 
   CHECK_THROWS_AS(vt::train::DecodeRankReport("\x00\x00\x00\x00\x00\x00\x00\x09"), Error);
 
   CHECK(vt::train::PayloadOrThrow(vt::train::Ok("abc")) == "abc");
-  CHECK_THROWS_WITH(vt::train::PayloadOrThrow(vt::train::Failed("rank 0: no such run")), "rank 0: no such run");
+  CHECK_THROWS_WITH(vt::train::PayloadOrThrow(vt::train::Failed("rank 0: no such run")),
+                    "rank 0: no such run");
   CHECK_THROWS_AS(vt::train::PayloadOrThrow(""), Error);
 }
 
@@ -86,8 +91,8 @@ TEST_CASE("group options are checked before anything connects", "[shard]") {
   CHECK_NOTHROW(vt::dist::Validate(o));
   o.rendezvous = "file:///tmp/rdzv";
   CHECK_NOTHROW(vt::dist::Validate(o));
-  for (const char* bad : {"", "tcp://host", "tcp://:12", "tcp://h:0", "tcp://h:70000", "tcp://h:1x", "file://rel/path",
-                          "http://h:1"}) {
+  for (const char* bad : {"", "tcp://host", "tcp://:12", "tcp://h:0", "tcp://h:70000", "tcp://h:1x",
+                          "file://rel/path", "http://h:1"}) {
     o.rendezvous = bad;
     CHECK_THROWS_AS(vt::dist::Validate(o), Error);
   }

@@ -2,8 +2,8 @@
 // values only the way it wants, and only with entries an auditor accepts. A control shows the
 // direction decides which values move.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 
 #include "runtime/nn/context.h"
@@ -45,12 +45,14 @@ Logged Log(const vt::nn::WindowTable& windows, const std::string& boundary, cons
 
 }  // namespace
 
-TEST_CASE("a greedy steering trainer moves values only its way, with entries the auditor accepts", "[train][steer]") {
+TEST_CASE("a greedy steering trainer moves values only its way, with entries the auditor accepts",
+          "[train][steer]") {
   const int64_t n = 1 << 14;
   const at::Tensor x = Values(n);
   at::manual_seed(11);
   const at::Tensor want = at::randint(0, 2, {n}, at::kDouble) * 2 - 1;
-  for (const auto& [band, alpha] : {std::pair<double, double>{0.25, 0.0}, {1.0 / 16, 0.0}, {1.0 / 16, 1e-7}}) {
+  for (const auto& [band, alpha] :
+       {std::pair<double, double>{0.25, 0.0}, {1.0 / 16, 0.0}, {1.0 / 16, 1e-7}}) {
     INFO("band " << band << " alpha " << alpha);
     vt::nn::WindowTable windows;
     windows.by_kind[static_cast<int>(vt::nn::BoundaryKind::kUpdate)] = {band, alpha};

@@ -111,7 +111,8 @@ __device__ __forceinline__ DeviceTolerance ExactToleranceAt(double a, double w, 
 __device__ __forceinline__ bool Steerable(double a, const DeviceCell& c, double w, uint64_t k,
                                           double band, double alpha_scale) {
   const bool off = !c.on_grid;
-  const bool dir_ok = off & InWindow(a, c.mid, c.g, __dmul_rn(2.0, w)) & (w <= __dmul_rn(0.5, c.g)) & (w > 0.0);
+  const bool dir_ok =
+      off & InWindow(a, c.mid, c.g, __dmul_rn(2.0, w)) & (w <= __dmul_rn(0.5, c.g)) & (w > 0.0);
   const DeviceTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
   const bool near_mid =
       (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
@@ -140,7 +141,8 @@ __global__ void RoundKernel(KernelParams p, const double* x, double* out, uint8_
       // kernels.cc RoundOne: logged when some midpoint is within w; one other than mid
       // (below lo, or the nearest of an on-grid value) only counts when w > g/4 (EXACT).
       const bool exact_window = w > __dmul_rn(0.25, c.g);
-      const bool other = exact_window & (LowerMidDistance(a, c, p.k) < w) & (a != 0.0);  // zeros exempt
+      const bool other =
+          exact_window & (LowerMidDistance(a, c, p.k) < w) & (a != 0.0);  // zeros exempt
       const uint64_t logged =
           static_cast<uint64_t>(((!c.on_grid & InWindow(a, c.mid, c.g, w)) | other) & (w > 0.0));
       const uint64_t needs_exact = static_cast<uint64_t>(exact_window);
@@ -194,8 +196,8 @@ __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* sta
     const double on_grid_mid = OnGridMidDistance(a, p.k, c.g);
     const double w2 = __dmul_rn(2.0, w);
     // A window wider than g/2 admits only EXACT from an honest trainer (kernels.cc ReplayOne).
-    const bool far =
-        (off ? !InWindow(a, c.mid, c.g, w2) : on_grid_mid > w2) | (w > __dmul_rn(0.5, c.g)) | (w == 0.0);
+    const bool far = (off ? !InWindow(a, c.mid, c.g, w2) : on_grid_mid > w2) |
+                     (w > __dmul_rn(0.5, c.g)) | (w == 0.0);
     const bool near = off ? InWindow(a, c.mid, c.g, w) : on_grid_mid < w;
     illegitimate += is_dir && far;
     near_misses += st == 0 && near;
