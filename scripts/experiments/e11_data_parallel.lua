@@ -17,11 +17,19 @@ local vtrun = vt.executable()
 local tmp = lib.tmpdir()
 print(lib.machine())
 
-local function run(cmd)
-  local f = io.popen(cmd .. " 2>&1")
-  local text = f:read("*a")
-  local ok = f:close()
-  return text, ok
+-- Runs vtrun with `argv` (a list: no shell, so paths need no quoting) and returns what it
+-- printed; the progress lines on stderr pass through to this terminal.
+local function run(argv)
+  table.insert(argv, 1, vtrun)
+  local p = vt.process.spawn(argv)
+  local lines = {}
+  while true do
+    local line = p:receive()
+    if line == nil then break end
+    lines[#lines + 1] = line
+  end
+  p:wait()
+  return table.concat(lines, "\n")
 end
 
 local function number(text, pattern)
@@ -39,9 +47,10 @@ for _, model in ipairs(a.models) do
   for _, ws in ipairs(worlds) do
     local world, shards = ws[1], ws[2]
     local dir = string.format("%s/%s-w%d-s%d", tmp, model, world, shards)
-    local args = string.format("model=%s steps=%d shards=%d dir=%s", model, a.steps, shards, dir)
-    local prefix = world > 1 and ("--nproc " .. world .. " ") or ""
-    local text = run(string.format("%s %s%s %s", vtrun, prefix, example, args))
+    local args = {"model=" .. model, "steps=" .. a.steps, "shards=" .. shards, "dir=" .. dir}
+    local argv = world > 1 and {"--nproc", tostring(world), example} or {example}
+    for _, x in ipairs(args) do argv[#argv + 1] = x end
+    local text = run(argv)
     local step = number(text, "%(([%d.]+) s/step%)")
     local sent = number(text, "ranks sent ([%d.]+) KB/step")
     local logs = number(text, "([%d.]+) KB of logs/step")
@@ -50,7 +59,9 @@ for _, model in ipairs(a.models) do
     local group_illegit = number(text, "corrections, (%d+) illegitimate")
     local trainer_root = text:match("trainer root: (%x+)")
     local group_equal = text:find("roots equal", 1, true) ~= nil
-    local solo = run(string.format("%s %s role=audit profile=blocked %s", vtrun, example, args))
+    local solo_argv = {example, "role=audit", "profile=blocked"}
+    for _, x in ipairs(args) do solo_argv[#solo_argv + 1] = x end
+    local solo = run(solo_argv)
     local solo_corr = number(solo, "(%d+) corrections")
     local solo_equal = solo:match("auditor root: (%x+)") == trainer_root
     local verdict = (group_equal and solo_equal) and "equal" or "DIFFER"
