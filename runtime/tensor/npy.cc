@@ -269,15 +269,17 @@ at::Tensor DecodeNpy(const std::string& bytes, const std::string& what) {
     if (d != 0 && numel > (int64_t{1} << 52) / d) throw Error(what + ": shape too large");
     numel *= d;
   }
-  at::Tensor t = at::empty(h.shape, at::TensorOptions().dtype(code->type));
-  size_t nbytes = static_cast<size_t>(numel) * t.element_size();
-  size_t data_offset = prefix + header_len;
+  // The data must be all there before anything is allocated: a header may declare any shape
+  // (a fuzzer's 2 x 444444444444444 x 3 int64 array asked for 21 PB).
+  const size_t nbytes = static_cast<size_t>(numel) * c10::elementSize(code->type);
+  const size_t data_offset = prefix + header_len;
   if (bytes.size() - data_offset != nbytes) {
     throw Error(what + ": data is " + std::to_string(bytes.size() - data_offset) +
                 " bytes, shape " + ShapeRepr(h.shape) + " of '" + h.descr + "' needs " +
                 std::to_string(nbytes) +
                 (bytes.size() - data_offset < nbytes ? " (truncated)" : ""));
   }
+  at::Tensor t = at::empty(h.shape, at::TensorOptions().dtype(code->type));
   if (nbytes > 0) std::memcpy(t.data_ptr(), bytes.data() + data_offset, nbytes);
   if (code->type == at::kBool) {
     // Any byte other than 0/1 would be an invalid bool in LibTorch.

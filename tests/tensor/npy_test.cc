@@ -58,6 +58,15 @@ TEST_CASE("npy decoding rejects malformed files with a clear message", "[npy]") 
   CHECK_THROWS_WITH(vt::DecodeNpy(good.substr(0, 50), "f"), Contains("truncated .npy header"));
   CHECK_THROWS_WITH(vt::DecodeNpy(good.substr(0, good.size() - 1), "f"), Contains("(truncated)"));
   CHECK_THROWS_WITH(vt::DecodeNpy(good + "x", "f"), Contains("data is 33 bytes"));
+  // A shape far larger than the data is refused before anything is allocated (found by the
+  // fuzzer: 2 x 444444444444444 x 3 int64 values, 21 PB, with 16 bytes of data).
+  CHECK_THROWS_WITH(
+      vt::DecodeNpy(
+          with_dict(
+              "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 444444444444444, 3), }") +
+              std::string(16, '\0'),
+          "f"),
+      Contains("needs 21333333333333312"));
   std::string v9 = good;
   v9[6] = 9;
   CHECK_THROWS_WITH(vt::DecodeNpy(v9, "f"), Contains("unsupported .npy format version 9"));
