@@ -93,7 +93,9 @@ at::Tensor TensorOption(lua_State* L, const char* api, const char* key) {
     return out;
   }
   if (lua_isnil(L, -1)) {
-    Fail(L, api, std::string("option '") + key + "' is required: a tensor, a .npy file or FILE.safetensors#NAME");
+    Fail(L, api,
+         std::string("option '") + key +
+             "' is required: a tensor, a .npy file or FILE.safetensors#NAME");
   }
   out = CheckTensor(L, lua_gettop(L));
   lua_pop(L, 1);

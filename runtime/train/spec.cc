@@ -156,8 +156,8 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
 void CheckDataFields(const Reader& r) {
   const std::string& kind = r.Str("data.kind");
   if (kDataKinds.count(kind) == 0) {
-    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic, tensors or text, got '" + kind +
-                "'");
+    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic, tensors or text, got '" +
+                kind + "'");
   }
   const std::string& name = r.Str("data.name");
   if (name != kind && name.rfind(kind + ":", 0) != 0) {

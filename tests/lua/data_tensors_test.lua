@@ -8,7 +8,7 @@ local tmp = vt.fs.tmpdir("data-tensors-test")
 -- 256 examples of 12 features labelled by a fixed random teacher (4 classes, 0-based).
 local function example_set()
   local x = vt.tensor.randn({256, 12}, {seed = 3})
-  local _, idx = vt.tensor.randn({12, 4}, {seed = 4}):matmul(x:t()):t():max(2)
+  local _, idx = x:matmul(vt.tensor.randn({12, 4}, {seed = 4})):max(2)
   return x, (idx - 1):long():view(-1)
 end
 
@@ -82,7 +82,13 @@ s:test("a run on a tensor set replays on another profile to the same root, and o
 end)
 
 s:test("token sets for language models: integer inputs, next-token targets", function()
-  local ids = vt.tensor.arange(0, 64 * 9):view(64, 9) % 50
+  local rows = {}
+  for i = 0, 63 do
+    local row = {}
+    for j = 0, 8 do row[#row + 1] = (i * 9 + j) % 50 end
+    rows[#rows + 1] = row
+  end
+  local ids = vt.tensor(rows, {dtype = "int64"})
   local d = vt.data.tensors{inputs = ids:narrow(2, 1, 8), targets = ids:narrow(2, 2, 8)}
   T.assert_eq(d:classes(), 50)
   T.assert_eq(d:input_shape(), {8})
@@ -98,7 +104,8 @@ s:test("bad tensors are refused with the problem named", function()
     {{inputs = x, targets = y:narrow(1, 1, 100)}, "targets must have one row per example (256)"},
     {{inputs = x:view(-1), targets = y}, "at least 2 dimensions"},
     {{inputs = x, targets = y:double()}, "targets must be integer labels"},
-    {{inputs = x, targets = y - 1}, "labels must be >= 0"},
+    {{inputs = x, targets = (y - 1):long()}, "labels must be >= 0"},
+    {{inputs = x, targets = y:double()}, "targets must be integer labels, got float64"},
     {{inputs = x, targets = y, classes = 3}, "outside [0, classes = 3)"},
     {{inputs = x / 0, targets = y}, "is NaN or infinite"},
     {{inputs = x, targets = y, name = "a=b"}, "name must be printable ASCII without '=' or ':'"},
