@@ -1,4 +1,5 @@
-// vt.data: data sets (Fashion-MNIST, text corpora, synthetic) and their deterministic batches.
+// vt.data: data sets (Fashion-MNIST, text corpora, synthetic, tensors a user brings) and their
+// deterministic batches.
 // Example indices and steps are 1-based in Lua.
 #include <ATen/ATen.h>
 
@@ -11,6 +12,7 @@
 #include "bindings/tensor.h"
 #include "runtime/common/error.h"
 #include "runtime/data/sources.h"
+#include "runtime/data/tensors.h"
 
 namespace vt::lua {
 namespace {
@@ -74,6 +76,42 @@ int SyntheticFn(lua_State* L) {
     lua_pop(L, 1);
   }
   return Protect(L, api, [&] { return PushDataset(L, data::Synthetic(o)); });
+}
+
+// inputs = / targets = of vt.data.tensors: a vt.Tensor, or a file reference ("x.npy",
+// "d.safetensors#inputs").
+at::Tensor TensorOption(lua_State* L, const char* api, const char* key) {
+  lua_getfield(L, 1, key);
+  at::Tensor out;
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    const std::string reference = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    Protect(L, api, [&] {
+      out = data::LoadTensorFile(reference);
+      return 0;
+    });
+    return out;
+  }
+  if (lua_isnil(L, -1)) {
+    Fail(L, api,
+         std::string("option '") + key +
+             "' is required: a tensor, a .npy file or FILE.safetensors#NAME");
+  }
+  out = CheckTensor(L, lua_gettop(L));
+  lua_pop(L, 1);
+  return out;
+}
+
+int TensorsFn(lua_State* L) {
+  const char* api = "vt.data.tensors";
+  CheckTable(L, 1);
+  CheckOptions(L, 1, api, {"inputs", "targets", "classes", "name"});
+  data::TensorSetOptions o;
+  o.inputs = TensorOption(L, api, "inputs");
+  o.targets = TensorOption(L, api, "targets");
+  o.classes = OptInteger(L, 1, api, "classes").value_or(0);
+  o.name = OptString(L, 1, api, "name").value_or("");
+  return Protect(L, api, [&] { return PushDataset(L, data::Tensors(o)); });
 }
 
 int MSize(lua_State* L) {
@@ -239,6 +277,7 @@ void OpenData(lua_State* L) {
       {"fashion_mnist", FashionMnistFn},
       {"text", TextFn},
       {"synthetic", SyntheticFn},
+      {"tensors", TensorsFn},
       {nullptr, nullptr},
   };
   lua_newtable(L);

@@ -48,7 +48,7 @@ bool ParseInt(const std::string& s, int64_t* out) {
 }
 
 // The data sets a spec can name (Dataset::name() up to its ':').
-const std::set<std::string> kDataKinds = {"fashion-mnist", "synthetic", "text"};
+const std::set<std::string> kDataKinds = {"fashion-mnist", "synthetic", "tensors", "text"};
 
 class Reader {
  public:
@@ -156,8 +156,8 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
 void CheckDataFields(const Reader& r) {
   const std::string& kind = r.Str("data.kind");
   if (kDataKinds.count(kind) == 0) {
-    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic or text, got '" + kind +
-                "'");
+    throw Error("spec: field 'data.kind' must be fashion-mnist, synthetic, tensors or text, got '" +
+                kind + "'");
   }
   const std::string& name = r.Str("data.name");
   if (name != kind && name.rfind(kind + ":", 0) != 0) {

@@ -62,50 +62,16 @@ suite:test("a GPT and a ResNet (batch norm: shard 0's running statistics) traine
   end
 end)
 
-suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, and the run resumes to the uninterrupted root", function()
+-- Trains a 300-step MLP with two ranks uninterrupted, then again in the background, calls
+-- `disturb(launcher_pid)` once 3 leaves are stored, waits for the launcher to exit and
+-- checks its output with `check(text)`; then the same command resumes the run, whose root
+-- must be the uninterrupted one.
+local function disturb_and_resume(name, disturb, check)
   local args = "model=mlp steps=300 checkpoint_every=10 role=train dir="
-  local status, out = dp("--nproc 2", args .. tmp .. "/whole")
+  local status, out = dp("--nproc 2", args .. tmp .. "/" .. name .. "-whole")
   T.assert_eq(status, 0, out)
   local whole = root_of(out, "trainer")
-  local dir = tmp .. "/killed"
-  local log = tmp .. "/killed.log"
-  -- Start the group in the background; kill rank 1 once some checkpoints are stored.
-  local _, pid = sh(string.format("%s --nproc 2 %s %s%s > %s 2>&1 & echo $!", vtrun, script, args, dir, log))
-  pid = tonumber(pid:match("(%d+)"))
-  local deadline = vt.clock() + 60
-  local stored = 0
-  while vt.clock() < deadline do
-    if vt.fs.exists(dir .. "/trainer") then
-      local ok, n = pcall(leaves, dir)
-      stored = ok and n or 0
-      if stored >= 3 then break end
-    end
-    os.execute("sleep 0.05")
-  end
-  T.assert_true(stored >= 3, "the group stored " .. stored .. " leaves in 60 s")
-  local _, killed = sh(string.format("pkill -9 -P %d -f -- '--rank 1 ' && echo killed", pid))
-  T.assert_true(killed:find("killed", 1, true) ~= nil, killed)
-  -- The launcher exits once it has stopped rank 0.
-  deadline = vt.clock() + 60
-  while vt.clock() < deadline and sh("kill -0 " .. pid) == 0 do os.execute("sleep 0.05") end
-  local f = io.open(log)
-  local text = f:read("*a")
-  f:close()
-  T.assert_true(text:find("rank 1 of 2 was killed by signal 9", 1, true) ~= nil, text)
-  local partial = leaves(dir)
-  T.assert_true(partial < 31, "the kill came after the run ended (" .. partial .. " leaves)")
-  status, out = dp("--nproc 2", args .. dir)
-  T.assert_eq(status, 0, out)
-  T.assert_eq(root_of(out, "trainer"), whole, out)
-end)
-
-suite:test("Ctrl-C stops every rank after the same step; the run resumes to the uninterrupted root", function()
-  local args = "model=mlp steps=300 checkpoint_every=10 role=train dir="
-  local status, out = dp("--nproc 2", args .. tmp .. "/whole-int")
-  T.assert_eq(status, 0, out)
-  local whole = root_of(out, "trainer")
-  local dir = tmp .. "/interrupted"
-  local log = tmp .. "/interrupted.log"
+  local dir, log = tmp .. "/" .. name, tmp .. "/" .. name .. ".log"
   local _, pid = sh(string.format("%s --nproc 2 %s %s%s > %s 2>&1 & echo $!", vtrun, script, args, dir, log))
   pid = tonumber(pid:match("(%d+)"))
   local deadline, stored = vt.clock() + 60, 0
@@ -116,18 +82,37 @@ suite:test("Ctrl-C stops every rank after the same step; the run resumes to the 
     end
     os.execute("sleep 0.05")
   end
-  -- A terminal's Ctrl-C reaches every rank (and the launcher, which waits for them).
-  sh(string.format("pkill -INT -P %d; kill -INT %d", pid, pid))
+  T.assert_true(stored >= 3, "the group stored " .. stored .. " leaves in 60 s")
+  disturb(pid)
   deadline = vt.clock() + 60
   while vt.clock() < deadline and sh("kill -0 " .. pid) == 0 do os.execute("sleep 0.05") end
   local f = io.open(log)
   local text = f:read("*a")
   f:close()
-  T.assert_true(text:find("interrupted after step", 1, true) ~= nil, text)
-  T.assert_true(text:find("stopped the other ranks", 1, true) == nil, text)
+  check(text)
+  local partial = leaves(dir)
+  T.assert_true(partial < 31, "the disturbance came after the run ended (" .. partial .. " leaves)")
   status, out = dp("--nproc 2", args .. dir)
   T.assert_eq(status, 0, out)
   T.assert_eq(root_of(out, "trainer"), whole, out)
+end
+
+suite:test("a rank killed with SIGKILL mid-run: the launcher stops the others, and the run resumes to the uninterrupted root", function()
+  disturb_and_resume("killed", function(pid)
+    local _, killed = sh(string.format("pkill -9 -P %d -f -- '--rank 1 ' && echo killed", pid))
+    T.assert_true(killed:find("killed", 1, true) ~= nil, killed)
+  end, function(text)
+    T.assert_true(text:find("rank 1 of 2 was killed by signal 9", 1, true) ~= nil, text)
+  end)
+end)
+
+suite:test("Ctrl-C stops every rank after the same step; the run resumes to the uninterrupted root", function()
+  -- A terminal's Ctrl-C reaches every rank (and the launcher, which waits for them).
+  disturb_and_resume("interrupted", function(pid) sh(string.format("pkill -INT -P %d; kill -INT %d", pid, pid)) end,
+                     function(text)
+    T.assert_true(text:find("interrupted after step", 1, true) ~= nil, text)
+    T.assert_true(text:find("stopped the other ranks", 1, true) == nil, text)
+  end)
 end)
 
 suite:test("ranks started one by one meet at a TCP rendezvous (as on several hosts)", function()

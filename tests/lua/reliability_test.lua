@@ -175,7 +175,7 @@ spec:test("data.kind, data.name and data.digest are checked", function()
   local text = make_spec():canonical()
   -- Before: any text was accepted in all three.
   T.assert_error(function() return vt.spec.parse(with_field(text, "data.kind", "imagenet")) end,
-                 "spec: field 'data.kind' must be fashion-mnist, synthetic or text, got 'imagenet'", true)
+                 "spec: field 'data.kind' must be fashion-mnist, synthetic, tensors or text, got 'imagenet'", true)
   T.assert_error(function() return vt.spec.parse(with_field(text, "data.name", "text:x")) end,
                  "spec: field 'data.name' must be 'synthetic' or start with 'synthetic:' (data.kind), got 'text:x'", true)
   for _, digest in ipairs{"abc", string.rep("A", 64), string.rep("g", 64), string.rep("0", 63)} do

@@ -13,7 +13,7 @@ local json = vt.json
 function M.data(recipe)
   if type(recipe) == "userdata" then return recipe end
   if type(recipe) ~= "table" or type(recipe.kind) ~= "string" then
-    error("vt.game.data: a recipe is a table {kind = \"fashion_mnist\" | \"text\" | \"synthetic\", ...}", 2)
+    error("vt.game.data: a recipe is a table {kind = \"fashion_mnist\" | \"text\" | \"synthetic\" | \"tensors\", ...}", 2)
   end
   local options = {}
   for k, v in pairs(recipe) do
@@ -21,7 +21,7 @@ function M.data(recipe)
   end
   local make = vt.data[recipe.kind]
   if type(make) ~= "function" then
-    error("vt.game.data: unknown data kind '" .. recipe.kind .. "' (valid: fashion_mnist, text, synthetic)", 2)
+    error("vt.game.data: unknown data kind '" .. recipe.kind .. "' (valid: fashion_mnist, text, synthetic, tensors)", 2)
   end
   return make(options)
 end
