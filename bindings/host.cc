@@ -250,6 +250,11 @@ bool ParseCommandLine(int argc, char** argv, CommandLine* cl) {
         kProgram);
     return false;
   }
+  if ((cl->nproc > 0 || cl->in_group) && cl->script == 0 && cl->actions.empty()) {
+    std::fprintf(stderr, "%s: a group of processes runs a script or -e code, not the REPL\n",
+                 kProgram);
+    return false;
+  }
   if (cl->in_group) {
     try {
       if (cl->group.world > 1 && cl->group.rendezvous.empty()) {

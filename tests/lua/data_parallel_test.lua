@@ -174,6 +174,8 @@ suite:test("errors a user can cause name what is wrong", function()
   T.assert_true(out:find("tcp://HOST:PORT or file:///ABSOLUTE/PATH", 1, true) ~= nil, out)
   status, out = sh(vtrun .. " --nproc 0 -e 'print(1)'")
   T.assert_true(out:find("'--nproc' must be a number in [1, 256]", 1, true) ~= nil, out)
+  status, out = sh(vtrun .. " --nproc 2 < /dev/null")
+  T.assert_true(out:find("runs a script or -e code, not the REPL", 1, true) ~= nil, out)
   status, out = sh(vtrun .. " --nproc 2 --rank 1 -e 'print(1)'")
   T.assert_true(out:find("--nproc starts the ranks itself", 1, true) ~= nil, out)
   -- Shards that do not split over the world size, and a batch that does not split into shards.
