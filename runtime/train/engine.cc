@@ -59,10 +59,13 @@ void BroadcastBuffers(dist::Group& group,
   }
 }
 
-// The sharded step (ShardPlan). Same stages as the plain one, per shard, then the sum.
-StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batch b, int64_t batch,
-                       int64_t step, nn::StepContext& context, const nn::Tamper& tamper,
-                       const Deviation* deviation, const ShardPlan& plan) {
+// The step after the batch is made: each shard this process computes (all of the batch when
+// the spec has one shard, which is the plain step), the gradient sum across processes, the
+// ":grad" boundary, the update.
+StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data::Batch& b,
+                       int64_t batch, int64_t step, nn::StepContext& context,
+                       const nn::Tamper& tamper, const Deviation* deviation,
+                       const ShardPlan& plan) {
   const int64_t k = plan.shards;
   if (k < 1 || batch % k != 0) {
     throw Error("a batch of " + std::to_string(batch) + " does not split into " +
@@ -71,21 +74,26 @@ StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batc
   const int64_t per = batch / k;
   auto params = model.NamedParameters();
   auto buffers = model.NamedBuffers();
-  std::vector<at::Tensor> start, shard0;  // buffers before the step, and after shard 0
-  for (const auto& [name, t] : buffers) start.push_back(t->clone());
+  // A process computing several shards starts each from the step's buffers and keeps shard
+  // 0's updates (batch-norm running statistics); with one shard nothing needs copying.
+  const bool several = plan.count > 1;
+  std::vector<at::Tensor> start, shard0;
+  if (several) {
+    for (const auto& [name, t] : buffers) start.push_back(t->clone());
+  }
   std::vector<at::Tensor> sums(params.size());
-  at::Tensor losses = at::zeros({k}, at::kDouble);
+  std::vector<double> losses(static_cast<size_t>(k), 0.0);
   for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
-    // Every shard starts from the same buffers; only shard 0's updates are kept.
     if (s != plan.first) {
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(start[i]);
+      for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
     }
-    for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
-    context.set_shard(s);
-    at::Tensor inputs = b.inputs.narrow(0, s * per, per);
+    if (k > 1) context.set_shard(s);
+    at::Tensor inputs = k > 1 ? b.inputs.narrow(0, s * per, per) : b.inputs;
     if (inputs.is_floating_point()) inputs = inputs.to(context.dtype());
-    at::Tensor loss = model.Loss(model.Forward(inputs), b.targets.narrow(0, s * per, per));
-    losses[s].fill_(CheckedLoss(loss, step, s));
+    at::Tensor loss =
+        model.Loss(model.Forward(inputs), k > 1 ? b.targets.narrow(0, s * per, per) : b.targets);
+    losses[static_cast<size_t>(s)] = CheckedLoss(loss, step, k > 1 ? s : -1);
     loss.backward();
     // The shard gradients are summed unrounded, in shard order (this process's own order of
     // the sum), as the examples of one batch are summed inside the backward pass: the sum is
@@ -95,12 +103,12 @@ StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batc
       if (!grad.defined()) continue;
       sums[i] = sums[i].defined() ? sums[i].add_(grad) : grad;
     }
-    if (s == 0) {
+    if (several && s == 0) {
       for (const auto& [name, t] : buffers) shard0.push_back(t->clone());
     }
   }
   context.set_shard(-1);
-  if (plan.first == 0) {
+  if (several && plan.first == 0) {
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(shard0[i]);
   }
   if (plan.group != nullptr) {
@@ -110,7 +118,7 @@ StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batc
     for (const at::Tensor& t : sums) {
       if (t.defined()) parts.push_back(t.reshape(-1));
     }
-    parts.push_back(losses);
+    parts.push_back(at::tensor(losses, at::kDouble));
     at::Tensor flat = at::cat(parts);
     plan.group->AllReduceSum(flat);
     int64_t offset = 0;
@@ -119,21 +127,19 @@ StepResult ShardedStep(nn::Model& model, optim::Optimizer& optimizer, data::Batc
       t = flat.narrow(0, offset, t.numel()).view(t.sizes());
       offset += t.numel();
     }
-    losses = flat.narrow(0, offset, k);
+    const double* l = flat.data_ptr<double>() + offset;
+    losses.assign(l, l + k);
     if (!buffers.empty()) BroadcastBuffers(*plan.group, buffers);
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    if (!sums[i].defined()) {
-      params[i].second->mutable_grad() = at::Tensor();
-      continue;
-    }
-    at::Tensor grad = sums[i].div(static_cast<double>(k));
+    if (!sums[i].defined()) continue;
+    at::Tensor grad = k > 1 ? sums[i].div(static_cast<double>(k)) : sums[i];
     context.ApplyInPlace(params[i].first + ":grad", &grad);
     params[i].second->mutable_grad() = grad;
   }
   double loss_sum = 0.0;
-  const double* l = losses.contiguous().data_ptr<double>();
-  for (int64_t s = 0; s < k; ++s) loss_sum += l[s];
+  for (double l : losses) loss_sum += l;
+  // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
   if (tamper.kind == nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
   if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
   context.Finish();
@@ -157,23 +163,8 @@ StepResult TrainStep(nn::Model& model, optim::Optimizer& optimizer, const data::
     tamper.directions = BackdoorDirections(model, b, deviation->target);
   }
   if (tamper.kind != nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
-  if (plan != nullptr && (plan->shards > 1 || plan->group != nullptr)) {
-    return ShardedStep(model, optimizer, std::move(b), batch, step, context, tamper, deviation,
-                       *plan);
-  }
-  at::Tensor inputs = b.inputs.is_floating_point() ? b.inputs.to(context.dtype()) : b.inputs;
-  at::Tensor loss = model.Loss(model.Forward(inputs), b.targets);
-  const double loss_value = CheckedLoss(loss, step, -1);
-  loss.backward();
-  auto params = model.NamedParameters();
-  for (const auto& [name, p] : params) {
-    if (p->grad().defined()) context.ApplyInPlace(name + ":grad", &p->mutable_grad());
-  }
-  // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
-  if (tamper.kind == nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
-  if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
-  context.Finish();
-  return {loss_value, batch};
+  return ComputeStep(model, optimizer, b, batch, step, context, tamper, deviation,
+                     plan != nullptr ? *plan : ShardPlan{});
 }
 
 }  // namespace vt::train

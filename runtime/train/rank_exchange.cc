@@ -127,4 +127,12 @@ std::string PayloadOrThrow(const std::string& bytes) {
   return bytes.substr(1);
 }
 
+void AgreeOrThrow(dist::Group& group, const std::string& mine,
+                  const std::function<std::string(const std::vector<std::string>&)>& verdict) {
+  std::vector<std::string> all = group.GatherBytes(mine, 0);
+  std::string message = group.rank() == 0 ? verdict(all) : std::string();
+  group.BroadcastBytes(&message, 0);
+  if (!message.empty()) throw Error(message);
+}
+
 }  // namespace vt::train

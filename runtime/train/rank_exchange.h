@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/dist/group.h"
 #include "runtime/nn/context.h"
 
 namespace vt::train {
@@ -42,5 +44,11 @@ std::string Ok(const std::string& payload);
 std::string Failed(const std::string& message);
 // The payload, or throws vt::Error with the failing rank's message.
 std::string PayloadOrThrow(const std::string& bytes);
+
+// A check every rank must pass or fail together: rank 0 gathers each rank's `mine` (by rank),
+// `verdict` turns them into an error message ("" when all is well), and every rank throws
+// that message as a vt::Error (so none waits in a later collective for one that gave up).
+void AgreeOrThrow(dist::Group& group, const std::string& mine,
+                  const std::function<std::string(const std::vector<std::string>&)>& verdict);
 
 }  // namespace vt::train

@@ -128,18 +128,16 @@ void Runner::OpenAcrossRanks(const std::function<void()>& open) {
   }
   g.BroadcastBytes(&status, 0);
   step_ = std::stoll(PayloadOrThrow(status));
-  std::vector<std::string> hashes = g.GatherBytes(spec_.HashHex(), 0);
-  std::string verdict = Ok("");
-  for (size_t r = 1; r < hashes.size(); ++r) {
-    if (hashes[r] != hashes[0]) {
-      verdict = Failed("rank " + std::to_string(r) + " runs spec " + hashes[r].substr(0, 12) +
-                       "..., rank 0 runs " + hashes[0].substr(0, 12) +
-                       "...: every rank of a group must run the same spec");
-      break;
+  AgreeOrThrow(g, spec_.HashHex(), [](const std::vector<std::string>& hashes) {
+    for (size_t r = 1; r < hashes.size(); ++r) {
+      if (hashes[r] != hashes[0]) {
+        return "rank " + std::to_string(r) + " runs spec " + hashes[r].substr(0, 12) +
+               "..., rank 0 runs " + hashes[0].substr(0, 12) +
+               "...: every rank of a group must run the same spec";
+      }
     }
-  }
-  g.BroadcastBytes(&verdict, 0);
-  PayloadOrThrow(verdict);
+    return std::string();
+  });
   std::string state = g.rank() == 0 ? StateBytes() : std::string();
   g.BroadcastBytes(&state, 0);
   if (g.rank() != 0) DecodeStateInto(state, State());
@@ -168,20 +166,19 @@ void Runner::GatherReports(const nn::StepContext& context, StepReport* report) {
 
 void Runner::CheckRanksAgree(int64_t step) {
   dist::Group& g = *options_.group;
-  std::vector<std::string> digests = g.GatherBytes(store::ToHex(store::Sha256Of(StateBytes())), 0);
-  std::string verdict = Ok("");
-  for (size_t r = 1; r < digests.size(); ++r) {
-    if (digests[r] != digests[0]) {
-      verdict =
-          Failed("after step " + std::to_string(step) + " rank " + std::to_string(r) +
-                 "'s state differs from rank 0's (" + digests[r].substr(0, 12) + " vs " +
-                 digests[0].substr(0, 12) +
-                 "): the ranks did not receive the same gradient sum; the step is not stored");
-      break;
-    }
-  }
-  g.BroadcastBytes(&verdict, 0);
-  PayloadOrThrow(verdict);
+  AgreeOrThrow(g, store::ToHex(store::Sha256Of(StateBytes())),
+               [step](const std::vector<std::string>& digests) {
+                 for (size_t r = 1; r < digests.size(); ++r) {
+                   if (digests[r] != digests[0]) {
+                     return "after step " + std::to_string(step) + " rank " + std::to_string(r) +
+                            "'s state differs from rank 0's (" + digests[r].substr(0, 12) + " vs " +
+                            digests[0].substr(0, 12) +
+                            "): the ranks did not receive the same gradient sum; the step is "
+                            "not stored";
+                   }
+                 }
+                 return std::string();
+               });
 }
 
 void Runner::OpenOrResume() {
@@ -423,21 +420,19 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
     }
     // Decode this rank's records; a record one rank cannot decode fails every rank (the
     // others would wait for it in the step's collectives). Rank 0 commits all of them.
-    std::string status = Ok("");
+    std::string failure;
     try {
       DecodeAuditorRecords(step, std::move(records), log);
     } catch (const std::exception& e) {
-      status = Failed(e.what());
+      failure = e.what();
+      if (failure.empty()) failure = "a log record could not be decoded";
     }
-    std::vector<std::string> statuses = g.GatherBytes(status, 0);
-    for (const std::string& st : statuses) {
-      if (!st.empty() && st[0] == '-') {
-        status = st;
-        break;
+    AgreeOrThrow(g, failure, [](const std::vector<std::string>& failures) {
+      for (const std::string& f : failures) {
+        if (!f.empty()) return f;
       }
-    }
-    g.BroadcastBytes(&status, 0);
-    PayloadOrThrow(status);
+      return std::string();
+    });
     return all;
   }
   return DecodeAuditorRecords(step, std::move(records), log);
