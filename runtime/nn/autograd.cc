@@ -5,6 +5,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/magnitude.h"
 #include "runtime/profile/im2col.h"
 #include "runtime/profile/profile.h"
 
@@ -58,14 +59,22 @@ at::Tensor RealBias(const at::Tensor& bias) { return bias.numel() == 0 ? at::Ten
 // Flattens leading dimensions: [..., k] -> [rows, k].
 at::Tensor Rows(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
 
+// The ops below offer a per-element magnitude (magnitude.h) for their output and their input
+// gradients when the step wants them, and add their parameter gradients' magnitudes.
 struct LinearFn : public torch::autograd::Function<LinearFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& bias) {
-    ctx->save_for_backward({x, w});
+    ctx->save_for_backward({x, w, bias});
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     std::vector<int64_t> out_shape = x.sizes().vec();
     out_shape.back() = w.size(0);
-    return vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
+    at::Tensor y = vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
+    if (MagnitudesWanted()) {
+      at::Tensor m = RowNorms(Rows(x)) * RowNorms(w).t();  // [rows, out]
+      if (bias.numel() > 0) m.add_(bias.abs());
+      OfferMagnitude(y, m.view(out_shape));
+    }
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -75,7 +84,14 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     at::Tensor g = Rows(grads[0].contiguous());
     at::Tensor gx = vt::Matmul(g, w).view(x.sizes());
     at::Tensor gw = vt::Matmul(g.t(), Rows(x));
-    at::Tensor gb = ctx->saved_data["has_bias"].toBool() ? vt::Sum(g, {0}) : at::Tensor();
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    at::Tensor gb = has_bias ? vt::Sum(g, {0}) : at::Tensor();
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      OfferMagnitude(gx, (RowNorms(g) * ColNorms(w)).view(x.sizes()));
+      AddGradMagnitude(w, ColNorms(g).t() * ColNorms(Rows(x)));
+      if (has_bias) AddGradMagnitude(saved[2], g.abs().sum(0));
+    }
     return {gx, gw, gb};
   }
 };
@@ -83,11 +99,27 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
 struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& bias, int64_t stride, int64_t padding) {
-    ctx->save_for_backward({x, w});
+    ctx->save_for_backward({x, w, bias});
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
-    return vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
+    at::Tensor y = vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
+    if (MagnitudesWanted()) {
+      // ||x window|| per output position: the window sums of x^2 over channels and taps.
+      at::NoGradGuard no_grad;
+      const int64_t kh = w.size(2), kw = w.size(3);
+      at::Tensor sq = (x * x).sum(1, true);
+      at::Tensor win = at::avg_pool2d(sq, {kh, kw}, {stride, stride}, {padding, padding},
+                                      /*ceil_mode=*/false, /*count_include_pad=*/true)
+                           .mul_(static_cast<double>(kh * kw))
+                           .clamp_min_(0.0)
+                           .sqrt_();                           // [N, 1, oh, ow]
+      at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
+      at::Tensor m = win * wn.view({1, -1, 1, 1});
+      if (bias.numel() > 0) m.add_(bias.abs().view({1, -1, 1, 1}));
+      OfferMagnitude(y, m);
+    }
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -103,8 +135,15 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     // [C*kh*kw, n_c*L]. The weight gradient adds the chunks' products in order.
     const at::Tensor w2d_t = w.reshape({out_c, -1}).t();
     const int64_t chunk = vt::ImagesPerChunk(x.size(1), kh, kw, l, x.element_size());
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     at::Tensor gw, gb;
     at::Tensor gx = at::empty_like(x);
+    // Magnitudes: gcols_(r, p) <= ||w_:,r|| ||g2d_:,p||, gathered back like gcols; the weight
+    // gradient's chunks <= ||g2d_o,:|| ||cols_r,:||; the bias's sum of |g|.
+    const bool magnitudes = MagnitudesWanted();
+    at::Tensor w_cols = magnitudes ? ColNorms(w.reshape({out_c, -1})).t() : at::Tensor();  // [R,1]
+    at::Tensor m_gx = magnitudes ? at::empty_like(x) : at::Tensor();
+    at::Tensor m_gw, m_gb;
     for (int64_t first = 0; first < n; first += chunk) {
       const int64_t count = std::min(chunk, n - first);
       at::Tensor g2d = g.narrow(0, first, count)
@@ -118,12 +157,30 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       gx.narrow(0, first, count)
           .copy_(
               vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
-      if (ctx->saved_data["has_bias"].toBool()) {
+      if (has_bias) {
         at::Tensor bpart = vt::Sum(g2d, {1});
         gb = gb.defined() ? gb + bpart : bpart;
       }
+      if (magnitudes) {
+        at::NoGradGuard no_grad;
+        at::Tensor m_cols = w_cols * ColNorms(g2d);  // [R, n_c*L]
+        m_gx.narrow(0, first, count)
+            .copy_(vt::Col2Im(m_cols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride,
+                              padding));
+        at::Tensor m_part = RowNorms(g2d) * RowNorms(cols).t();  // [O, R]
+        m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
+        if (has_bias) {
+          at::Tensor m_b = g2d.abs().sum(1);
+          m_gb = m_gb.defined() ? m_gb.add_(m_b) : m_b;
+        }
+      }
     }
     gw = gw.view(w.sizes());
+    if (magnitudes) {
+      OfferMagnitude(gx, m_gx);
+      AddGradMagnitude(w, m_gw);
+      if (has_bias) AddGradMagnitude(saved[2], m_gb);
+    }
     return {gx, gw, gb, at::Tensor(), at::Tensor()};
   }
 };
@@ -131,13 +188,23 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
 struct MatmulFn : public torch::autograd::Function<MatmulFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
     ctx->save_for_backward({a, b});
-    return vt::Matmul(a, b);
+    at::Tensor y = vt::Matmul(a, b);
+    if (MagnitudesWanted()) OfferMagnitude(y, ProductMagnitude(a, b));
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor g = grads[0].contiguous();
-    return {vt::Matmul(g, saved[1].transpose(-1, -2)), vt::Matmul(saved[0].transpose(-1, -2), g)};
+    const at::Tensor &a = saved[0], &b = saved[1];
+    at::Tensor ga = vt::Matmul(g, b.transpose(-1, -2));
+    at::Tensor gb = vt::Matmul(a.transpose(-1, -2), g);
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      OfferMagnitude(ga, RowNorms(g) * RowNorms(b).transpose(-1, -2));
+      OfferMagnitude(gb, ColNorms(a).transpose(-1, -2) * ColNorms(g));
+    }
+    return {ga, gb};
   }
 };
 

@@ -97,6 +97,48 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
   if (mode != Mode::kFp32 && mode != Mode::kFp64 && windows == nullptr) {
     throw Error("a " + ModeName(mode) + " step needs a window table");
   }
+  if (mode == Mode::kLog || mode == Mode::kReplay) {
+    for (const Window& w : windows->by_kind) magnitudes_wanted_ |= w.alpha > 0.0;
+    for (const auto& [name, w] : windows->by_boundary) magnitudes_wanted_ |= w.alpha > 0.0;
+  }
+}
+
+void StepContext::OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
+  if (!magnitudes_wanted_ || !x.defined() || !magnitude.defined()) return;
+  // Offers whose tensor died were never taken (the tensor went elsewhere): drop them.
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    it = it->second.tensor.expired() ? offers_.erase(it) : std::next(it);
+  }
+  c10::TensorImpl* impl = x.unsafeGetTensorImpl();
+  offers_.erase(impl);
+  offers_.emplace(impl,
+                  Offer{c10::weak_intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()), magnitude});
+}
+
+at::Tensor StepContext::TakeOffer(const at::Tensor& x) {
+  if (offers_.empty()) return at::Tensor();
+  auto it = offers_.find(x.unsafeGetTensorImpl());
+  if (it == offers_.end()) return at::Tensor();
+  at::Tensor m;
+  // The same address with a dead owner is another tensor: its offer does not apply.
+  if (!it->second.tensor.expired()) m = std::move(it->second.magnitude);
+  offers_.erase(it);
+  return m;
+}
+
+void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
+  if (!magnitudes_wanted_ || !magnitude.defined()) return;
+  at::Tensor& m = grad_magnitudes_[parameter.unsafeGetTensorImpl()];
+  const at::Tensor add = magnitude.to(at::kDouble).reshape(parameter.sizes());
+  m = m.defined() ? m.add_(add) : add.clone();
+}
+
+at::Tensor StepContext::TakeGradMagnitude(const at::Tensor& parameter) {
+  auto it = grad_magnitudes_.find(parameter.unsafeGetTensorImpl());
+  if (it == grad_magnitudes_.end()) return at::Tensor();
+  at::Tensor m = std::move(it->second);
+  grad_magnitudes_.erase(it);
+  return m;
 }
 
 at::ScalarType StepContext::dtype() const {
@@ -111,23 +153,26 @@ int32_t StepContext::NextCall(const std::string& boundary) {
   return prefix_.empty() ? calls_[boundary]++ : calls_[prefix_ + boundary]++;
 }
 
-at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, int32_t call) {
-  return Rounded(boundary, x, call, /*owned=*/false);
+at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, int32_t call,
+                              const at::Tensor& magnitude) {
+  return Rounded(boundary, x, call, /*owned=*/false, magnitude);
 }
 
-void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x) {
-  *x = Rounded(boundary, *x, -1, /*owned=*/true);
+void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
+                               const at::Tensor& magnitude) {
+  *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude);
 }
 
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                bool owned) {
+                                bool owned, const at::Tensor& magnitude) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
-  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned)
-                         : RoundedNamed(prefix_ + boundary, x, call, owned);
+  at::Tensor m = magnitude.defined() ? magnitude : TakeOffer(x);
+  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m)
+                         : RoundedNamed(prefix_ + boundary, x, call, owned, m);
 }
 
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                     bool owned) {
+                                     bool owned, const at::Tensor& offered) {
   if (call < 0) {
     call = calls_[boundary]++;  // `boundary` has its shard prefix already
   } else {
@@ -144,10 +189,17 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   options.alpha = w.alpha;
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
+  // The per-element magnitude counts where the window has an absolute term (and for
+  // calibration); a window without one never reads it.
+  at::Tensor magnitude;
+  if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
+    magnitude = offered;
+    magnitude_calls_[boundary] += 1;
+  }
   if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
     (*capture_)[{boundary, call}] = input.detach().clone();
   }
-  if (compare_ != nullptr) Compare(boundary, call, input);
+  if (compare_ != nullptr) Compare(boundary, call, input, magnitude);
   // A tensor the caller hands over is rounded in its own storage: no allocation, and no
   // second pass over fresh memory. (Tampering needs the input after rounding.)
   const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
@@ -156,12 +208,13 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   double scale = 0.0;     // max |x| when alpha > 0 (RoundStats::scale)
   auto round = [&](precision::LogRecord* record) {
     if (!in_place) {
-      precision::RoundResult r = precision::Round(input, options, record, where);
+      precision::RoundResult r = precision::Round(input, options, record, where, magnitude);
       steerable = r.stats.steerable;
       scale = r.stats.scale;
       return r.rounded;
     }
-    const precision::RoundStats stats = precision::RoundInto(input, input, options, record, where);
+    const precision::RoundStats stats =
+        precision::RoundInto(input, input, options, record, where, magnitude);
     steerable = stats.steerable;
     scale = stats.scale;
     return input;
@@ -177,7 +230,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       at::Tensor rounded = round(exact_boundary ? nullptr : &record);
       if (exact_boundary) record.ResetToNone(input.numel());
       // A tampering trainer ignores that rule too (its entries there are illegitimate).
-      if (tampers) ApplyTamper(boundary, input, options, scale, &rounded, &record, &s);
+      if (tampers) ApplyTamper(boundary, input, options, scale, magnitude, &rounded, &record, &s);
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
       s.steerable += steerable;
@@ -200,10 +253,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       }
       precision::ReplayResult r;
       if (in_place) {
-        r.report = precision::ReplayInto(input, it->second, input, options, where);
+        r.report = precision::ReplayInto(input, it->second, input, options, where, magnitude);
         r.rounded = input;
       } else {
-        r = precision::Replay(input, it->second, options, where);
+        r = precision::Replay(input, it->second, options, where, magnitude);
       }
       ++used_records_;
       s.logged += r.report.logged;
@@ -268,7 +321,8 @@ StepTrace DecodeTrace(const std::string& bytes) {
   return trace;
 }
 
-void StepContext::Compare(const std::string& boundary, int32_t call, const at::Tensor& input) {
+void StepContext::Compare(const std::string& boundary, int32_t call, const at::Tensor& input,
+                          const at::Tensor& magnitude) {
   DivergenceStats& d = divergence_stats_[boundary];
   auto it = compare_->find({boundary, call});
   if (it == compare_->end() || !it->second.sizes().equals(input.sizes())) {
@@ -276,7 +330,7 @@ void StepContext::Compare(const std::string& boundary, int32_t call, const at::T
     return;
   }
   const precision::Divergence m =
-      precision::MeasureDivergence(it->second, input, windows_->BitsFor(boundary));
+      precision::MeasureDivergence(it->second, input, windows_->BitsFor(boundary), magnitude);
   d.calls += 1;
   d.elements += m.elements;
   d.differ += m.differ;
@@ -324,11 +378,13 @@ bool StepContext::Tampers(const std::string& boundary) const {
 
 void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& input,
                               const precision::RoundOptions& options, double scale,
-                              at::Tensor* rounded, precision::LogRecord* record,
-                              BoundaryStats* stats) const {
+                              const at::Tensor& magnitude, at::Tensor* rounded,
+                              precision::LogRecord* record, BoundaryStats* stats) const {
   using precision::LogState;
   const at::Tensor x = input.contiguous();
-  const precision::KernelParams p = precision::MakeKernelParams(options, scale);
+  precision::KernelParams p = precision::MakeKernelParams(options, scale);
+  const at::Tensor mag = magnitude.defined() ? magnitude.contiguous() : magnitude;
+  const double* mp = mag.defined() ? mag.data_ptr<double>() : nullptr;
   const double* xv = x.data_ptr<double>();
   double* out = rounded->data_ptr<double>();
   at::Tensor direction;  // kToward: where this boundary's values should move
@@ -362,6 +418,7 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
     if (want != nullptr && a == 0.0 && want[i] < 0.0) v = -other;      // a zero moves either way
     if (want != nullptr && !((v - out[i]) * want[i] > 0.0)) continue;  // not the way it should go
     const double d = std::fabs(a - c.mid);
+    if (mp != nullptr) p.alpha_scale = options.alpha * mp[i];  // this element's absolute term
     const double w = precision::Window(p.band, c.g, p.alpha_scale);
     bool as_exact = false;
     switch (tamper_.kind) {
@@ -426,9 +483,25 @@ StepContext::Scope::~Scope() { g_current = previous_; }
 
 StepContext* StepContext::Current() { return g_current; }
 
-at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call) {
+at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call,
+                         const at::Tensor& magnitude) {
   StepContext* c = StepContext::Current();
-  return c == nullptr ? x : c->Apply(boundary, x, call);
+  return c == nullptr ? x : c->Apply(boundary, x, call, magnitude);
+}
+
+bool MagnitudesWanted() {
+  StepContext* c = StepContext::Current();
+  return c != nullptr && c->magnitudes_wanted();
+}
+
+void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->OfferMagnitude(x, magnitude);
+}
+
+void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->AddGradMagnitude(parameter, magnitude);
 }
 
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
 
 #include <array>
 #include <cstdint>
@@ -166,13 +167,33 @@ class StepContext {
 
   // Sends `x` through `boundary`: returns it unchanged in plain modes, else its rounded (or
   // replayed) FP64 value. `call` < 0 takes the next call number for this boundary; a
-  // backward boundary passes the call number of its forward call. Throws vt::Error for
-  // NaN/Inf/overflow (naming boundary, step and index), a missing record or a size mismatch.
-  at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+  // backward boundary passes the call number of its forward call. `magnitude` (optional):
+  // x's per-element magnitude (ROUNDING.md "The window"); without one, a magnitude offered
+  // for x (OfferMagnitude) is used, else the window's absolute term is alpha * max|x|.
+  // Throws vt::Error for NaN/Inf/overflow (naming boundary, step and index), a bad
+  // magnitude, a missing record or a size mismatch.
+  at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1,
+                   const at::Tensor& magnitude = {});
   // Apply for a tensor the caller owns and hands over (an optimizer's fresh state, a
   // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
   // float64 tensor. Results are the same as Apply's.
-  void ApplyInPlace(const std::string& boundary, at::Tensor* x);
+  void ApplyInPlace(const std::string& boundary, at::Tensor* x, const at::Tensor& magnitude = {});
+
+  // Per-element magnitudes (ROUNDING.md "The window"). An op whose output (or input
+  // gradient) goes to a boundary computes, when magnitudes_wanted(), a bound m of the size of
+  // the terms each element was computed from, and offers it for that very tensor; the
+  // boundary that receives the tensor uses it. Offers live until taken or the tensor dies.
+  // Parameter gradients accumulate over the ops that use a parameter (AddGradMagnitude) and
+  // are taken at the ":grad" boundary (TakeGradMagnitude). Wanted when some window has an
+  // absolute term (alpha > 0) in logging or replay, and while calibrating (set_compare).
+  bool magnitudes_wanted() const { return magnitudes_wanted_; }
+  void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
+  void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
+  // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
+  // it is removed from the context.
+  at::Tensor TakeGradMagnitude(const at::Tensor& parameter);
+  // Boundaries that got a per-element magnitude this step (tests check coverage).
+  const std::map<std::string, int64_t>& magnitude_calls() const { return magnitude_calls_; }
 
   // The next call number `boundary` would get (and reserves it).
   int32_t NextCall(const std::string& boundary);
@@ -209,7 +230,10 @@ class StepContext {
   }
   // Calibration without keeping this machine's values: compare every boundary call's FP64
   // input with the reference's (same keys) as it happens; see divergence_stats().
-  void set_compare(const std::map<RecordKey, at::Tensor>* reference) { compare_ = reference; }
+  void set_compare(const std::map<RecordKey, at::Tensor>* reference) {
+    compare_ = reference;
+    magnitudes_wanted_ = magnitudes_wanted_ || reference != nullptr;
+  }
   const std::map<std::string, DivergenceStats>& divergence_stats() const {
     return divergence_stats_;
   }
@@ -251,19 +275,39 @@ class StepContext {
   unsigned capture_kinds_ = 0xF;
   const std::map<RecordKey, at::Tensor>* compare_ = nullptr;
   std::map<std::string, DivergenceStats> divergence_stats_;
-  void Compare(const std::string& boundary, int32_t call, const at::Tensor& input);
+  void Compare(const std::string& boundary, int32_t call, const at::Tensor& input,
+               const at::Tensor& magnitude);
+
+  bool magnitudes_wanted_ = false;
+  struct Offer {
+    c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
+    at::Tensor magnitude;
+  };
+  std::map<const c10::TensorImpl*, Offer> offers_;
+  std::map<const c10::TensorImpl*, at::Tensor> grad_magnitudes_;
+  std::map<std::string, int64_t> magnitude_calls_;
+  at::Tensor TakeOffer(const at::Tensor& x);
+
+ public:
+  // The magnitude offered for x, removed (undefined when none): for ops that pass a tensor's
+  // magnitude on (MoveOffer) or bound their input gradient's terms by it.
+  at::Tensor TakeOfferFor(const at::Tensor& x) { return TakeOffer(x); }
+
+ private:
 
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).
   void ApplyTamper(const std::string& boundary, const at::Tensor& x,
-                   const precision::RoundOptions& options, double scale, at::Tensor* rounded,
-                   precision::LogRecord* record, BoundaryStats* stats) const;
+                   const precision::RoundOptions& options, double scale,
+                   const at::Tensor& magnitude, at::Tensor* rounded, precision::LogRecord* record,
+                   BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
-  at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned);
+  at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned,
+                     const at::Tensor& magnitude);
   at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                          bool owned);
+                          bool owned, const at::Tensor& magnitude);
 };
 
 // The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with
@@ -271,8 +315,15 @@ class StepContext {
 int64_t ShardOf(const std::string& boundary, std::string* plain = nullptr);
 
 // Sends `x` through `boundary` of the current context (identity when there is none).
-at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1);
+at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1,
+                         const at::Tensor& magnitude = {});
 // ApplyInPlace of the current context (nothing when there is none).
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
+
+// The current context's magnitudes_wanted() (false outside a step).
+bool MagnitudesWanted();
+// OfferMagnitude / AddGradMagnitude of the current context (nothing outside a step).
+void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
+void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
 
 }  // namespace vt::nn

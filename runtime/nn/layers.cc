@@ -7,6 +7,7 @@
 #include "runtime/common/error.h"
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/magnitude.h"
 #include "runtime/nn/reduce.h"
 #include "runtime/profile/profile.h"
 #include "runtime/random/philox.h"
@@ -133,12 +134,20 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
 }
 
 at::Tensor Gelu(const at::Tensor& x, const std::string& name) {
-  return Boundary(at::gelu(x, "tanh"), name);
+  at::Tensor y = at::gelu(x, "tanh");
+  // |gelu(x)| <= |x|, and x (1 + tanh(.)) / 2 is relative to |x| where tanh nears -1.
+  if (MagnitudesWanted()) OfferMagnitude(y, x.detach().abs());
+  return Boundary(y, name);
 }
 
 at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
   const double count = static_cast<double>(x.size(2) * x.size(3));
-  return Boundary(vt::Sum(x, {2, 3}) / count, name);
+  at::Tensor y = vt::Sum(x, {2, 3}) / count;
+  if (MagnitudesWanted()) {
+    at::NoGradGuard no_grad;
+    OfferMagnitude(y, x.detach().abs().sum({2, 3}) / count);
+  }
+  return Boundary(y, name);
 }
 
 at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& targets) {
@@ -169,11 +178,12 @@ at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
   };
   at::Tensor q = heads(0), k = heads(1), v = heads(2);  // [B, H, T, hd]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  at::Tensor scores =
-      Boundary(MatmulOp(InputGrad(q, BoundaryName("scores.da")),
-                        InputGrad(k.transpose(-1, -2).contiguous(), BoundaryName("scores.db"))) *
-                   scale,
-               BoundaryName("scores"));
+  const at::Tensor product =
+      MatmulOp(InputGrad(q, BoundaryName("scores.da")),
+               InputGrad(k.transpose(-1, -2).contiguous(), BoundaryName("scores.db")));
+  at::Tensor scores = product * scale;
+  MoveOffer(product, scores, scale);
+  scores = Boundary(scores, BoundaryName("scores"));
   at::Tensor causal = at::ones({t, t}, at::TensorOptions().dtype(at::kBool)).triu(1);
   scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
   at::Tensor probs = Boundary(SoftmaxOp(scores, BoundaryName("softmax")), BoundaryName("softmax"));

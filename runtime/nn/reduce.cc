@@ -7,6 +7,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/magnitude.h"
 #include "runtime/profile/profile.h"
 
 namespace vt::nn {
@@ -14,6 +15,13 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// Runs `f` without autograd and returns its result.
+template <class F>
+at::Tensor Detached(F&& f) {
+  at::NoGradGuard no_grad;
+  return f();
+}
 
 // The call number of an op's backward statistics boundary, taken in the forward pass (so
 // records pair up whatever order autograd runs backward in); -1 when no backward will run.
@@ -26,11 +34,20 @@ int64_t BackwardCall(const std::string& boundary, std::initializer_list<at::Tens
   return -1;
 }
 
-// Rounds a backward statistic at the boundary numbered in the forward pass.
-at::Tensor RoundBackward(const AutogradContext* ctx, const at::Tensor& t) {
+// Rounds a backward statistic at the boundary numbered in the forward pass, with its
+// per-element magnitude (`magnitude` is called only when the step wants magnitudes).
+template <class Magnitude>
+at::Tensor RoundBackward(const AutogradContext* ctx, const at::Tensor& t, Magnitude&& magnitude) {
   const int64_t call = ctx->saved_data.at("bwd_call").toInt();
   if (call < 0) return t;
-  return ApplyBoundary(ctx->saved_data.at("bwd_name").toStringRef(), t, static_cast<int32_t>(call));
+  return ApplyBoundary(ctx->saved_data.at("bwd_name").toStringRef(), t, static_cast<int32_t>(call),
+                       MagnitudesWanted() ? Detached(magnitude) : at::Tensor());
+}
+
+// A statistic's magnitude: the value itself where its terms never cancel (sums of positive
+// terms), else the same reduction over the terms' absolute values (magnitude.h).
+at::Tensor OwnMagnitude(const at::Tensor& t) {
+  return MagnitudesWanted() ? t.detach().abs() : at::Tensor();
 }
 
 void SaveBackwardCall(AutogradContext* ctx, const std::string& boundary, int64_t call) {
@@ -52,15 +69,19 @@ struct SoftmaxFn : public torch::autograd::Function<SoftmaxFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name,
                             int64_t bwd_call) {
     at::Tensor e = (x - std::get<0>(x.max(-1, true))).exp();
-    at::Tensor y = e / ApplyBoundary(name + ".sum:fwd", RowSum(e));
+    const at::Tensor sum = RowSum(e);
+    at::Tensor y = e / ApplyBoundary(name + ".sum:fwd", sum, -1, OwnMagnitude(sum));
     ctx->save_for_backward({y});
     SaveBackwardCall(ctx, name + ".sum:bwd", bwd_call);
+    OfferMagnitude(y, OwnMagnitude(y));  // a quotient of positive values
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor y = ctx->get_saved_variables()[0];
     const at::Tensor& g = grads[0];
-    return {y * (g - RoundBackward(ctx, RowSum(g * y))), at::Tensor(), at::Tensor()};
+    const at::Tensor gy = g * y;
+    return {y * (g - RoundBackward(ctx, RowSum(gy), [&] { return RowSum(gy.abs()); })),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -68,23 +89,34 @@ struct LogSoftmaxFn : public torch::autograd::Function<LogSoftmaxFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name,
                             int64_t bwd_call) {
     at::Tensor z = x - std::get<0>(x.max(-1, true));
-    at::Tensor y = z - ApplyBoundary(name + ".sum:fwd", RowSum(z.exp())).log();
+    const at::Tensor sum = RowSum(z.exp());
+    at::Tensor y = z - ApplyBoundary(name + ".sum:fwd", sum, -1, OwnMagnitude(sum)).log();
     ctx->save_for_backward({y});
     SaveBackwardCall(ctx, name + ".sum:bwd", bwd_call);
+    // z <= 0 and log(sum) >= 0 (the sum holds exp(0) = 1): |y| = |z| + log(sum), no cancellation.
+    OfferMagnitude(y, OwnMagnitude(y));
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const at::Tensor y = ctx->get_saved_variables()[0];
     const at::Tensor& g = grads[0];
-    return {g - y.exp() * RoundBackward(ctx, RowSum(g)), at::Tensor(), at::Tensor()};
+    const at::Tensor s = RoundBackward(ctx, RowSum(g), [&] { return RowSum(g.abs()); });
+    const at::Tensor p_s = y.exp() * s;
+    at::Tensor gx = g - p_s;
+    if (MagnitudesWanted()) OfferMagnitude(gx, Detached([&] { return g.abs() + p_s.abs(); }));
+    return {gx, at::Tensor(), at::Tensor()};
   }
 };
 
 // Rounds two statistics of the same shape as one boundary call: [..., 1] and [..., 1] (or
 // [C] and [C]) go through the boundary side by side.
 std::pair<at::Tensor, at::Tensor> RoundPair(const AutogradContext* ctx, const at::Tensor& a,
-                                            const at::Tensor& b) {
-  at::Tensor both = RoundBackward(ctx, at::stack({a, b}));
+                                            const at::Tensor& b, const at::Tensor& a_terms,
+                                            const at::Tensor& b_terms,
+                                            at::Tensor (*reduce)(const at::Tensor&)) {
+  at::Tensor both = RoundBackward(ctx, at::stack({a, b}), [&] {
+    return at::stack({reduce(a_terms.abs()), reduce(b_terms.abs())});
+  });
   return {both[0], both[1]};
 }
 
@@ -93,13 +125,21 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
                             const at::Tensor& b, double eps, const std::string& name,
                             int64_t bwd_call) {
     const double d = static_cast<double>(x.size(-1));
-    at::Tensor centered = x - ApplyBoundary(name + ".mean:fwd", RowSum(x) / d);
-    at::Tensor var = ApplyBoundary(name + ".var:fwd", RowSum(centered * centered) / d);
+    at::Tensor mean =
+        ApplyBoundary(name + ".mean:fwd", RowSum(x) / d, -1,
+                      MagnitudesWanted() ? Detached([&] { return RowSum(x.abs()) / d; })
+                                         : at::Tensor());
+    at::Tensor centered = x - mean;
+    const at::Tensor var_sum = RowSum(centered * centered) / d;
+    at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
     at::Tensor rstd = (var + eps).rsqrt();
     at::Tensor xhat = centered * rstd;
-    ctx->save_for_backward({xhat, rstd, w});
+    ctx->save_for_backward({xhat, rstd, w, b});
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
-    return xhat * w + b;
+    const at::Tensor scaled = xhat * w;
+    at::Tensor y = scaled + b;
+    if (MagnitudesWanted()) OfferMagnitude(y, Detached([&] { return scaled.abs() + b.abs(); }));
+    return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
@@ -107,9 +147,19 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const at::Tensor& g = grads[0];
     const double d = static_cast<double>(xhat.size(-1));
     at::Tensor gxhat = g * w;
-    auto [mean_g, mean_gx] = RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxhat * xhat) / d);
+    const at::Tensor gxx = gxhat * xhat;
+    auto [mean_g, mean_gx] = RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx,
+                                       +[](const at::Tensor& t) {
+                                         return RowSum(t) / static_cast<double>(t.size(-1));
+                                       });
     at::Tensor gx = rstd * (gxhat - mean_g - xhat * mean_gx);
-    return {gx, ColumnSum(g * xhat), ColumnSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor gy_xhat = g * xhat;
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      AddGradMagnitude(w, ColumnSum(gy_xhat.abs()));
+      AddGradMagnitude(saved[3], ColumnSum(g.abs()));
+    }
+    return {gx, ColumnSum(gy_xhat), ColumnSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -122,16 +172,24 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
                                const at::Tensor& b, double eps, const std::string& name,
                                int64_t bwd_call) {
     const double count = static_cast<double>(x.numel() / x.size(1));
-    at::Tensor mean = ApplyBoundary(name + ".mean:fwd", ChannelSum(x) / count);
+    at::Tensor mean =
+        ApplyBoundary(name + ".mean:fwd", ChannelSum(x) / count, -1,
+                      MagnitudesWanted() ? Detached([&] { return ChannelSum(x.abs()) / count; })
+                                         : at::Tensor());
     at::Tensor centered = x - PerChannel(mean);
-    at::Tensor var = ApplyBoundary(name + ".var:fwd", ChannelSum(centered * centered) / count);
+    const at::Tensor var_sum = ChannelSum(centered * centered) / count;
+    at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
     at::Tensor rstd = (var + eps).rsqrt();
     at::Tensor xhat = centered * PerChannel(rstd);
-    ctx->save_for_backward({xhat, rstd, w});
+    ctx->save_for_backward({xhat, rstd, w, b});
     ctx->saved_data["count"] = count;
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
     ctx->mark_non_differentiable({mean, var});
-    return {xhat * PerChannel(w) + PerChannel(b), mean, var};
+    const at::Tensor scaled = xhat * PerChannel(w);
+    at::Tensor y = scaled + PerChannel(b);
+    if (MagnitudesWanted())
+      OfferMagnitude(y, Detached([&] { return scaled.abs() + PerChannel(b).abs(); }));
+    return {y, mean, var};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
@@ -139,25 +197,46 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const double count = ctx->saved_data["count"].toDouble();
     const at::Tensor& g = grads[0];
     at::Tensor gxhat = g * PerChannel(w);
-    auto [mean_g, mean_gx] =
-        RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxhat * xhat) / count);
+    const at::Tensor gxx = gxhat * xhat;
+    auto [mean_g, mean_gx] = RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxx) / count,
+                                       gxhat, gxx, +[](const at::Tensor& t) {
+                                         return ChannelSum(t) / static_cast<double>(
+                                                                    t.numel() / t.size(1));
+                                       });
     at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - xhat * PerChannel(mean_gx));
-    return {gx, ChannelSum(g * xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
+    const at::Tensor gy_xhat = g * xhat;
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      AddGradMagnitude(w, ChannelSum(gy_xhat.abs()));
+      AddGradMagnitude(saved[3], ChannelSum(g.abs()));
+    }
+    return {gx, ChannelSum(gy_xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& weight,
                             const at::Tensor& indices) {
-    ctx->save_for_backward({indices});
+    ctx->save_for_backward({indices, weight});
     ctx->saved_data["rows"] = weight.size(0);
     return at::embedding(weight, indices);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor indices = ctx->get_saved_variables()[0];
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor& indices = saved[0];
     const at::Tensor& g = grads[0];
-    at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}),
-                                     ctx->saved_data["rows"].toInt());
+    const int64_t rows = ctx->saved_data["rows"].toInt();
+    at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows);
+    StepContext* step = StepContext::Current();
+    if (step != nullptr && step->magnitudes_wanted()) {
+      // The terms are the incoming gradient's values, or the magnitude of their own terms
+      // where the op that made them offered one (a broadcast sum's).
+      at::NoGradGuard no_grad;
+      at::Tensor terms = step->TakeOfferFor(g);
+      if (!terms.defined()) terms = g.abs();
+      AddGradMagnitude(saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}),
+                                                  indices.reshape({-1}), rows));
+    }
     return {gw, at::Tensor()};
   }
 };
@@ -176,8 +255,10 @@ struct AddBroadcastFn : public torch::autograd::Function<AddBroadcastFn> {
     for (int64_t d = 0; d < g.dim(); ++d) {
       if (d < lead || (b_shape[d - lead] == 1 && g.size(d) != 1)) dims.push_back(d);
     }
-    at::Tensor gb = dims.empty() ? g : vt::Sum(g, dims, true);
-    return {g, gb.reshape(b_shape)};
+    at::Tensor gb = dims.empty() ? g : vt::Sum(g, dims, true).reshape(b_shape);
+    if (!dims.empty() && MagnitudesWanted())
+      OfferMagnitude(gb, Detached([&] { return vt::Sum(g.abs(), dims, true).reshape(b_shape); }));
+    return {g, gb};
   }
 };
 

@@ -53,15 +53,24 @@ VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double
 }
 
 // Whether any of x[0, n) needs the wide-window terms (window.h WideAt). Branch-free.
-VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, int64_t n, uint64_t k, double band,
+template <bool kPer>
+VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, const double* __restrict mag,
+                                 int64_t n, uint64_t k, double band, double alpha,
                                  double alpha_scale) {
   uint64_t any = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double a = BitsDouble(DoubleBits(x[i]) & ~kSignBit);
     const double g = SpacingAt(a, k);
-    any |= static_cast<uint64_t>(WideAt(a, g, Window(band, g, alpha_scale)));
+    const double as = kPer ? alpha * mag[i] : alpha_scale;
+    any |= static_cast<uint64_t>(WideAt(a, g, Window(band, g, as)));
   }
   return any != 0;
+}
+
+// Whether a magnitude m (per element) fails its contract for |x| = a: m finite, >= 0 and a
+// bound of a up to the parties' rounding (MagnitudeSlack). Branch-free.
+VT_PRECISION_INLINE uint64_t BadMagnitude(double a, double m) {
+  return static_cast<uint64_t>(!(m >= 0.0) | !(m < kInfinity) | (a > m * kMagnitudeSlack));
 }
 
 // Values per block whose wide-window check decides which loop runs: 512 bytes, still in L1
@@ -70,16 +79,17 @@ constexpr int64_t kWideBlock = 64;
 
 // Runs body<false>(begin, end) over [0, n), or body<true> on the blocks where some value
 // needs the wide-window terms; with a window that is never wide, no check at all.
-template <class Body>
-VT_PRECISION_INLINE void ByWidth(const double* x, int64_t n, uint64_t k, double band,
-                                 double alpha_scale, Body&& body) {
-  if (!MayBeWide(band, alpha_scale)) {
+template <bool kPer, class Body>
+VT_PRECISION_INLINE void ByWidth(const double* x, const double* mag, int64_t n, uint64_t k,
+                                 double band, double alpha, double alpha_scale, Body&& body) {
+  if (!MayBeWide(band, kPer ? alpha : alpha_scale)) {
     body(std::false_type{}, 0, n);
     return;
   }
   for (int64_t begin = 0; begin < n; begin += kWideBlock) {
     const int64_t end = begin + kWideBlock < n ? begin + kWideBlock : n;
-    if (AnyWide(x + begin, end - begin, k, band, alpha_scale)) {
+    if (AnyWide<kPer>(x + begin, kPer ? mag + begin : nullptr, end - begin, k, band, alpha,
+                      alpha_scale)) {
       body(std::true_type{}, begin, end);
     } else {
       body(std::false_type{}, begin, end);
@@ -87,25 +97,30 @@ VT_PRECISION_INLINE void ByWidth(const double* x, int64_t n, uint64_t k, double 
   }
 }
 
-template <bool kLog, bool kInPlace>
+// kPer: the window's absolute term is alpha * mag[i] per element (a per-element magnitude,
+// ROUNDING.md "The window"); otherwise p.alpha_scale for every element.
+template <bool kLog, bool kInPlace, bool kPer = false>
 VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restrict x,
                                    double* __restrict out, uint8_t* __restrict states, int64_t n,
-                                   RoundTally* tally) {
+                                   RoundTally* tally, const double* __restrict mag = nullptr) {
   const uint64_t k = p.k;
   const double band = p.band;
+  const double alpha = p.alpha;
   const double alpha_scale = p.alpha_scale;
   int64_t down = 0, up = 0, exact = 0, steerable = 0;
-  uint64_t bad = 0;
+  uint64_t bad = 0, bad_m = 0;
   auto range = [&](auto wide, int64_t begin, int64_t end) {
     constexpr bool kWide = decltype(wide)::value;
     int64_t d = 0, u = 0, e = 0, st = 0;
-    uint64_t b = 0;
+    uint64_t b = 0, bm = 0;
     // In place through one pointer: two __restrict pointers must not name the same values.
     double* __restrict io = out;
     for (int64_t i = begin; i < end; ++i) {
       uint64_t s = 0;
       const double xi = kInPlace ? io[i] : x[i];
-      io[i] = BitsDouble(RoundOne<kLog, kWide>(xi, k, band, alpha_scale, &s, &st, &b));
+      const double as = kPer ? alpha * mag[i] : alpha_scale;
+      if (kPer) bm |= BadMagnitude(BitsDouble(DoubleBits(xi) & ~kSignBit), mag[i]);
+      io[i] = BitsDouble(RoundOne<kLog, kWide>(xi, k, band, as, &s, &st, &b));
       if (kLog) {
         d += s == 1;
         u += s == 2;
@@ -118,9 +133,10 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
     exact += e;
     steerable += st;
     bad |= b;
+    bad_m |= bm;
   };
   if (kLog) {
-    ByWidth(kInPlace ? out : x, n, k, band, alpha_scale, range);
+    ByWidth<kPer>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
   } else {
     range(std::false_type{}, 0, n);
   }
@@ -129,6 +145,7 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   tally->exact += exact;
   tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
 }
 
 // One element of ReplaySpan: returns the output bits; adds to the per-lane counters. kWide
@@ -174,37 +191,42 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   return DoubleBits(result) | sign;
 }
 
-template <bool kInPlace>
+template <bool kInPlace, bool kPer = false>
 VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restrict x,
                                     const uint8_t* __restrict states, double* __restrict out,
-                                    int64_t n, ReplayTally* tally) {
+                                    int64_t n, ReplayTally* tally,
+                                    const double* __restrict mag = nullptr) {
   const uint64_t k = p.k;
   const double band = p.band;
+  const double alpha = p.alpha;
   const double alpha_scale = p.alpha_scale;
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
-  uint64_t bad = 0;
+  uint64_t bad = 0, bad_m = 0;
   auto range = [&](auto wide, int64_t begin, int64_t end) {
     constexpr bool kWide = decltype(wide)::value;
     int64_t c = 0, il = 0, nm = 0, st = 0;
-    uint64_t b = 0;
+    uint64_t b = 0, bm = 0;
     double* __restrict io = out;  // in place through one pointer, as in RoundBody
     for (int64_t i = begin; i < end; ++i) {
       const double xi = kInPlace ? io[i] : x[i];
-      io[i] =
-          BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, alpha_scale, &c, &il, &nm, &st, &b));
+      const double as = kPer ? alpha * mag[i] : alpha_scale;
+      if (kPer) bm |= BadMagnitude(BitsDouble(DoubleBits(xi) & ~kSignBit), mag[i]);
+      io[i] = BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, as, &c, &il, &nm, &st, &b));
     }
     corrections += c;
     illegitimate += il;
     near_misses += nm;
     steerable += st;
     bad |= b;
+    bad_m |= bm;
   };
-  ByWidth(kInPlace ? out : x, n, k, band, alpha_scale, range);
+  ByWidth<kPer>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
   tally->corrections += corrections;
   tally->illegitimate += illegitimate;
   tally->near_misses += near_misses;
   tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
 }
 
 VT_PRECISION_INLINE void GridBody(uint64_t k, const double* __restrict x, double* __restrict lo,
@@ -258,6 +280,11 @@ struct KernelTable {
                       RoundTally*);  // [log][in_place]
   void (*replay[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
                     ReplayTally*);  // [in_place]
+  // Per-element magnitudes (always the auto-vectorized bodies).
+  void (*round_m[2][2])(const KernelParams&, const double*, double*, uint8_t*, int64_t,
+                        RoundTally*, const double*);  // [log][in_place]
+  void (*replay_m[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
+                      ReplayTally*, const double*);  // [in_place]
   void (*grid)(uint64_t, const double*, double*, double*, int64_t, bool*);
   uint64_t (*max_abs)(const double*, int64_t);
   int64_t (*count)(const uint8_t*, int64_t, uint8_t);
@@ -292,6 +319,30 @@ struct KernelTable {
                                   double* out, int64_t n, ReplayTally* t) {                       \
     ReplayBody<true>(p, x, s, out, n, t);                                                         \
   }                                                                                               \
+  TARGET void NAME##RoundM00(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
+                             int64_t n, RoundTally* t, const double* m) {                         \
+    RoundBody<false, false, true>(p, x, out, s, n, t, m);                                         \
+  }                                                                                               \
+  TARGET void NAME##RoundM01(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
+                             int64_t n, RoundTally* t, const double* m) {                         \
+    RoundBody<false, true, true>(p, x, out, s, n, t, m);                                          \
+  }                                                                                               \
+  TARGET void NAME##RoundM10(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
+                             int64_t n, RoundTally* t, const double* m) {                         \
+    RoundBody<true, false, true>(p, x, out, s, n, t, m);                                          \
+  }                                                                                               \
+  TARGET void NAME##RoundM11(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
+                             int64_t n, RoundTally* t, const double* m) {                         \
+    RoundBody<true, true, true>(p, x, out, s, n, t, m);                                           \
+  }                                                                                               \
+  TARGET void NAME##ReplayM0(const KernelParams& p, const double* x, const uint8_t* s,            \
+                             double* out, int64_t n, ReplayTally* t, const double* m) {           \
+    ReplayBody<false, true>(p, x, s, out, n, t, m);                                               \
+  }                                                                                               \
+  TARGET void NAME##ReplayM1(const KernelParams& p, const double* x, const uint8_t* s,            \
+                             double* out, int64_t n, ReplayTally* t, const double* m) {           \
+    ReplayBody<true, true>(p, x, s, out, n, t, m);                                                \
+  }                                                                                               \
   TARGET void NAME##Grid(uint64_t k, const double* x, double* lo, double* hi, int64_t n,          \
                          bool* bad) {                                                             \
     GridBody(k, x, lo, hi, n, bad);                                                               \
@@ -310,7 +361,9 @@ VT_DEFINE_KERNELS(Avx512, VT_TARGET_AVX512)
 #define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE) \
   {                                                                                   \
     {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},   \
-        {REPLAY, REPLAY_IN_PLACE}, NAME##Grid, NAME##MaxAbs, NAME##Count,             \
+        {REPLAY, REPLAY_IN_PLACE},                                                    \
+        {{NAME##RoundM00, NAME##RoundM01}, {NAME##RoundM10, NAME##RoundM11}},         \
+        {NAME##ReplayM0, NAME##ReplayM1}, NAME##Grid, NAME##MaxAbs, NAME##Count,      \
   }
 
 const KernelTable kGenericTable = VT_KERNEL_TABLE(Generic, GenericRoundLog, GenericRoundLogInPlace,
@@ -382,14 +435,22 @@ Dispatch& ActiveDispatch() {
 }  // namespace
 
 void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
-               RoundTally* tally) {
+               RoundTally* tally, const double* magnitude) {
   const bool log = states != nullptr;
   const bool in_place = x == out;
+  if (magnitude != nullptr) {
+    ActiveDispatch().table->round_m[log][in_place](p, x, out, states, n, tally, magnitude);
+    return;
+  }
   ActiveDispatch().table->round[log][in_place](p, x, out, states, n, tally);
 }
 
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
-                int64_t n, ReplayTally* tally) {
+                int64_t n, ReplayTally* tally, const double* magnitude) {
+  if (magnitude != nullptr) {
+    ActiveDispatch().table->replay_m[x == out](p, x, states, out, n, tally, magnitude);
+    return;
+  }
   ActiveDispatch().table->replay[x == out](p, x, states, out, n, tally);
 }
 

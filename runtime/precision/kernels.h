@@ -26,7 +26,16 @@ struct KernelParams {
   uint64_t k = 0;            // 32 - b, in [0, 22]. Default: 0 (b = 32).
   double band = 0.25;        // Relative window term, in [0, 0.5]. Default: 0.25.
   double alpha_scale = 0.0;  // fl(alpha * scale), >= 0. Default: 0.
+  // With a per-element magnitude m (RoundSpan/ReplaySpan `magnitude`), the absolute term is
+  // fl(alpha * m[i]) instead of alpha_scale. Default: 0.
+  double alpha = 0.0;
 };
+
+// A per-element magnitude m must bound |x| up to both parties' rounding of m: |x| <= m *
+// kMagnitudeSlack. The same factor is the auditor's slack on its own m' (round.cc): two
+// parties' magnitudes of one value differ by rounding only (relative 2^-30 or less for sums of
+// fewer than 2^22 terms), far inside it.
+constexpr double kMagnitudeSlack = 1.0 + 0x1p-16;
 
 // What a RoundSpan call saw. Counts add up over calls (callers zero them first).
 struct RoundTally {
@@ -39,6 +48,8 @@ struct RoundTally {
   // Some element was NaN or infinite, or rounded to 2^128 or beyond. The outputs of that
   // span are then meaningless; the caller finds the first offender with the scalar helpers.
   bool out_of_range = false;
+  // A per-element magnitude was NaN, infinite, negative or below |x| (kMagnitudeSlack).
+  bool bad_magnitude = false;
 };
 
 // What a ReplaySpan call saw (ROUNDING.md "Log entries and replay").
@@ -51,21 +62,23 @@ struct ReplayTally {
   int64_t steerable = 0;      // Values the trainer could have rounded either way and
                               // still passed these checks (window.h Steerable).
   bool out_of_range = false;  // As in RoundTally (also when a replayed hi(x') is 2^128).
+  bool bad_magnitude = false;  // As in RoundTally.
 };
 
 // out[i] = rnd_b(x[i]) for i in [0, n). If `states` is not null, also states[i] = the
 // classification (0 NONE, 1 DOWN, 2 UP, 3 EXACT) and the DOWN/UP/EXACT counts are added to
 // `tally`. `out` may equal `x` exactly (in place); other overlaps are not allowed. `states`
-// must not overlap `x` or `out`.
+// must not overlap `x` or `out`. With `magnitude` (n values, see KernelParams::alpha) the
+// window's absolute term is per element, and bad magnitudes are reported in the tally.
 void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
-               RoundTally* tally);
+               RoundTally* tally, const double* magnitude = nullptr);
 
 // Applies states[i] (0 NONE, 1 DOWN, 2 UP; 3 EXACT is treated as NONE, the caller writes the
 // stored value afterwards) to the auditor's x[i]: out[i] = rnd_b(x), lo(x) or hi(x) (signed
 // directions). `p.alpha_scale` must come from the auditor's own scale. Adds to `tally`.
 // `out` may equal `x` exactly.
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
-                int64_t n, ReplayTally* tally);
+                int64_t n, ReplayTally* tally, const double* magnitude = nullptr);
 
 // lo[i] = lo_b(x[i]), hi[i] = hi_b(x[i]) (signed: lo <= x <= hi). For |x| above the
 // largest grid value, hi is +-2^128 (the FP32 overflow threshold). Sets `*out_of_range` if

@@ -130,6 +130,32 @@ double ComputeScale(const double* x, int64_t n, int bits, const BoundaryContext&
   return BitsDouble(max_bits);
 }
 
+// The contiguous float64 magnitude for x's n elements (undefined stays undefined).
+at::Tensor CheckedMagnitude(const at::Tensor& magnitude, int64_t n) {
+  if (!magnitude.defined()) return magnitude;
+  CheckInput(magnitude, "magnitude");
+  if (magnitude.numel() != n) {
+    throw Error("magnitude has " + std::to_string(magnitude.numel()) +
+                " elements but the tensor has " + std::to_string(n));
+  }
+  return magnitude.contiguous();
+}
+
+// Reports the first element whose magnitude breaks its contract (round.h). Must not return.
+// After an in-place call x holds the rounded values, within 2^-24 of the inputs.
+[[noreturn]] void ReportBadMagnitude(const double* x, const double* m, int64_t n,
+                                     const BoundaryContext& context) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = std::fabs(x[i]);
+    if (m[i] >= 0.0 && m[i] < kInfinity && !(a > m[i] * kMagnitudeSlack)) continue;
+    throw Error("bad magnitude" + Where(context, i) + ": m = " + FormatDouble(m[i]) +
+                " for |x| = " + FormatDouble(a) +
+                " (a boundary's magnitude must be finite, >= 0 and bound |x|)");
+  }
+  throw Error("bad magnitude" + Where(context, 0) +
+              " or later: some m is below its |x| (a boundary's magnitude must bound |x|)");
+}
+
 // The EXACT list of a record whose states were just written: the positions holding 3, with
 // the FP32 bits of the rounded outputs there (exact: outputs are on the grid).
 std::vector<ExactEntry> CollectExact(const uint8_t* states, const double* out, int64_t n,
@@ -192,18 +218,23 @@ double RoundValue(double x, int bits) {
 }
 
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
-                     LogRecord* log, const BoundaryContext& context) {
+                     LogRecord* log, const BoundaryContext& context,
+                     const at::Tensor& magnitude) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
   const int64_t n = x.numel();
+  const at::Tensor mag = CheckedMagnitude(magnitude, n);
+  const double* mp = mag.defined() && n > 0 ? mag.data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;
 
   RoundStats stats;
-  if (options.alpha > 0.0) stats.scale = ComputeScale(xp, n, options.bits, context);
-  const KernelParams params = MakeKernelParams(options, stats.scale);
+  if (options.alpha > 0.0 && mp == nullptr)
+    stats.scale = ComputeScale(xp, n, options.bits, context);
+  KernelParams params = MakeKernelParams(options, stats.scale);
+  params.alpha = options.alpha;
   uint8_t* states = log != nullptr ? log->ResetForWrite(n) : nullptr;
 
   std::mutex mu;
@@ -211,17 +242,19 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     RoundTally t;
     RoundSpan(params, xp + begin, op + begin, states != nullptr ? states + begin : nullptr,
-              end - begin, &t);
+              end - begin, &t, mp != nullptr ? mp + begin : nullptr);
     std::lock_guard<std::mutex> lock(mu);
     total.down += t.down;
     total.up += t.up;
     total.exact += t.exact;
     total.steerable += t.steerable;
     total.out_of_range |= t.out_of_range;
+    total.bad_magnitude |= t.bad_magnitude;
   });
   if (total.out_of_range) {
     ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
   }
+  if (total.bad_magnitude) ReportBadMagnitude(xp, mp, n, context);
   if (log != nullptr) {
     stats.counts.down = total.down;
     stats.counts.up = total.up;
@@ -236,18 +269,19 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
 }
 
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log,
-                  const BoundaryContext& context) {
+                  const BoundaryContext& context, const at::Tensor& magnitude) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
   RoundResult result;
   result.rounded = at::empty(xc.sizes(), xc.options());
-  result.stats = RoundInto(xc, result.rounded, options, log, context);
+  result.stats = RoundInto(xc, result.rounded, options, log, context, magnitude);
   return result;
 }
 
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
-                        const RoundOptions& options, const BoundaryContext& context) {
+                        const RoundOptions& options, const BoundaryContext& context,
+                        const at::Tensor& magnitude) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -256,6 +290,8 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     throw Error("log record has " + std::to_string(log.size()) + " elements but the tensor has " +
                 std::to_string(n));
   }
+  const at::Tensor mag = CheckedMagnitude(magnitude, n);
+  const double* mp = mag.defined() && n > 0 ? mag.data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;
@@ -263,8 +299,11 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   ReplayReport report;
   report.elements = n;
   report.logged = log.counts().logged();
-  if (options.alpha > 0.0) report.scale = ComputeScale(xp, n, options.bits, context);
-  const KernelParams params = MakeKernelParams(options, report.scale);
+  if (options.alpha > 0.0 && mp == nullptr)
+    report.scale = ComputeScale(xp, n, options.bits, context);
+  KernelParams params = MakeKernelParams(options, report.scale);
+  // The auditor's own magnitudes, widened by the slack that covers the trainer's (kernels.h).
+  params.alpha = options.alpha * kMagnitudeSlack;
 
   // The auditor's values at EXACT positions, read before an in-place pass overwrites them.
   const std::vector<ExactEntry>& exact = log.exact();
@@ -276,14 +315,17 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   ReplayTally total;
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     ReplayTally t;
-    ReplaySpan(params, xp + begin, states + begin, op + begin, end - begin, &t);
+    ReplaySpan(params, xp + begin, states + begin, op + begin, end - begin, &t,
+               mp != nullptr ? mp + begin : nullptr);
     std::lock_guard<std::mutex> lock(mu);
     total.corrections += t.corrections;
     total.illegitimate += t.illegitimate;
     total.near_misses += t.near_misses;
     total.steerable += t.steerable;
     total.out_of_range |= t.out_of_range;
+    total.bad_magnitude |= t.bad_magnitude;
   });
+  if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(xp, mp, n, context);
   if (total.out_of_range) {
     // Either an input is out of range, or a DOWN/UP entry asked for +-2^128.
     for (int64_t i = 0; i < n; ++i) {
@@ -315,8 +357,9 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
     const double rnd = BitsDouble(DoubleBits(c.r) | sign);
     if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band,
-                         params.alpha_scale)) {
+    const double alpha_scale =
+        mp != nullptr ? params.alpha * mp[exact[j].position] : params.alpha_scale;
+    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, alpha_scale)) {
       ++total.illegitimate;
     }
     op[exact[j].position] = v;
@@ -329,13 +372,13 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
 }
 
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context) {
+                    const BoundaryContext& context, const at::Tensor& magnitude) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
   ReplayResult result;
   result.rounded = at::empty(xc.sizes(), xc.options());
-  result.report = ReplayInto(xc, log, result.rounded, options, context);
+  result.report = ReplayInto(xc, log, result.rounded, options, context, magnitude);
   return result;
 }
 

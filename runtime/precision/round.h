@@ -48,8 +48,15 @@ struct BoundaryContext {
   int64_t step = -1;          // Training step. Default: -1 (not named).
 };
 
+// A per-element magnitude (ROUNDING.md "The window"): `magnitude`, when defined, is a CPU
+// float64 tensor with x's element count whose element i bounds the size of the terms x[i]
+// was computed from; the window's absolute term is then alpha * magnitude[i] instead of
+// alpha * max|x|. It must be finite, >= 0 and at least |x[i]| (up to kMagnitudeSlack);
+// otherwise vt::Error names the boundary, step and index. The auditor's Replay widens its own
+// magnitudes by kMagnitudeSlack for its checks (the parties' magnitudes differ by rounding).
+
 struct RoundStats {
-  double scale = 0.0;  // max |x| when alpha > 0; 0 when alpha = 0 (then not computed).
+  double scale = 0.0;  // max |x| when alpha > 0 and no magnitude is given; else 0.
   StateCounts counts;  // The record's counts; all zero when no record was written.
   // With a record: the values whose rounding this caller could have chosen either way and
   // still passed an auditor holding exactly these values (the trainer's estimate of its
@@ -66,13 +73,14 @@ struct RoundResult {
 // this call (its buffers are reused). Throws vt::Error (see the file comment); on error the
 // contents of `*log` are unspecified.
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log = nullptr,
-                  const BoundaryContext& context = {});
+                  const BoundaryContext& context = {}, const at::Tensor& magnitude = {});
 
 // As Round, writing into `out`: contiguous CPU float64 with x's number of elements (any
 // shape). `out` may be `x` itself (in place) but must not partially overlap it. On error the
 // contents of `out` and `*log` are unspecified.
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
-                     LogRecord* log = nullptr, const BoundaryContext& context = {});
+                     LogRecord* log = nullptr, const BoundaryContext& context = {},
+                     const at::Tensor& magnitude = {});
 
 // What a replay found (ROUNDING.md). Each count is over this call's elements.
 struct ReplayReport {
@@ -103,11 +111,12 @@ struct ReplayResult {
 // has N elements but the tensor has M"), on NaN/Inf/out-of-range values (also when an UP
 // entry asks for 2^128), and on bad options.
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context = {});
+                    const BoundaryContext& context = {}, const at::Tensor& magnitude = {});
 
 // As Replay, writing into `out` (same rules as RoundInto's `out`).
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
-                        const RoundOptions& options, const BoundaryContext& context = {});
+                        const RoundOptions& options, const BoundaryContext& context = {},
+                        const at::Tensor& magnitude = {});
 
 struct GridResult {
   at::Tensor lo;  // lo_b(x): the largest grid value <= x. float64, x's shape.

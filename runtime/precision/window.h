@@ -34,6 +34,8 @@ namespace vt::precision {
 // 2^128: the FP32 overflow threshold. A value whose rnd_b reaches it is out of range.
 constexpr double kFp32Overflow = 0x1p128;
 
+constexpr double kInfinity = __builtin_inf();
+
 constexpr uint64_t kSignBit = 0x8000000000000000ull;
 
 // Biased FP64 exponent of 2^-126 (the smallest FP32 normal): below it the grid is uniform.

@@ -82,6 +82,8 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     for (const auto& [name, t] : buffers) start.push_back(t->clone());
   }
   std::vector<at::Tensor> sums(params.size());
+  // The gradients' per-element magnitudes (nn/magnitude.h), summed like the gradients.
+  std::vector<at::Tensor> magnitudes(params.size());
   std::vector<double> losses(static_cast<size_t>(k), 0.0);
   for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
     if (s != plan.first) {
@@ -99,6 +101,8 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     // the sum), as the examples of one batch are summed inside the backward pass: the sum is
     // rounded once, at ":grad", and that boundary absorbs every order of it.
     for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor m = context.TakeGradMagnitude(*params[i].second);
+      if (m.defined()) magnitudes[i] = magnitudes[i].defined() ? magnitudes[i].add_(m) : m;
       at::Tensor& grad = params[i].second->mutable_grad();
       if (!grad.defined()) continue;
       sums[i] = sums[i].defined() ? sums[i].add_(grad) : grad;
@@ -114,18 +118,24 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
   if (plan.group != nullptr) {
     // One message: the gradient sums, then the shard losses (each slot has one non-zero
     // contributor, so those sums are exact).
+    // Every rank runs the same model code, so the same gradients and magnitudes are defined.
     std::vector<at::Tensor> parts;
     for (const at::Tensor& t : sums) {
+      if (t.defined()) parts.push_back(t.reshape(-1));
+    }
+    for (const at::Tensor& t : magnitudes) {
       if (t.defined()) parts.push_back(t.reshape(-1));
     }
     parts.push_back(at::tensor(losses, at::kDouble));
     at::Tensor flat = at::cat(parts);
     plan.group->AllReduceSum(flat);
     int64_t offset = 0;
-    for (at::Tensor& t : sums) {
-      if (!t.defined()) continue;
-      t = flat.narrow(0, offset, t.numel()).view(t.sizes());
-      offset += t.numel();
+    for (std::vector<at::Tensor>* list : {&sums, &magnitudes}) {
+      for (at::Tensor& t : *list) {
+        if (!t.defined()) continue;
+        t = flat.narrow(0, offset, t.numel()).view(t.sizes());
+        offset += t.numel();
+      }
     }
     const double* l = flat.data_ptr<double>() + offset;
     losses.assign(l, l + k);
@@ -134,7 +144,9 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
   for (size_t i = 0; i < params.size(); ++i) {
     if (!sums[i].defined()) continue;
     at::Tensor grad = k > 1 ? sums[i].div(static_cast<double>(k)) : sums[i];
-    context.ApplyInPlace(params[i].first + ":grad", &grad);
+    at::Tensor m = magnitudes[i];
+    if (m.defined() && k > 1) m = m.div(static_cast<double>(k));
+    context.ApplyInPlace(params[i].first + ":grad", &grad, m);
     params[i].second->mutable_grad() = grad;
   }
   double loss_sum = 0.0;

@@ -1,0 +1,30 @@
+// Per-element magnitudes of the rounded ops (ROUNDING.md "The window", "Magnitudes"): for
+// each value an op hands to a boundary, a bound m of the size of the terms it was computed
+// from, so that a window's absolute term alpha * m follows each value's own error instead of
+// its tensor's largest value. Both parties compute m from their own values; the two differ
+// by rounding only (sums of non-negative terms and products), which the auditor's slack
+// covers (precision/kernels.h kMagnitudeSlack).
+//
+//   product  y = a b (+ bias):   m_ij = ||a_i|| ||b_j|| (+ |bias_j|)   (Cauchy-Schwarz)
+//   sum      y = sum_k t_k:      m = sum_k |t_k|
+//   elementwise, no cancellation (softmax, log-softmax, sums of positive terms): m = |y|
+//
+// These helpers compute them without autograd (the magnitudes are not differentiated).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace vt::nn {
+
+// ||t_i,:||_2 over the last dimension, kept: [..., m, k] -> [..., m, 1].
+at::Tensor RowNorms(const at::Tensor& t);
+// ||t_:,j||_2 over the second-to-last dimension, kept: [..., k, n] -> [..., 1, n].
+at::Tensor ColNorms(const at::Tensor& t);
+// The magnitude of a [..., m, k] @ b [..., k, n]: RowNorms(a) * ColNorms(b), [..., m, n].
+at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b);
+
+// Moves the magnitude offered for `from` (if any) to `to = from * factor` (factor > 0),
+// scaled by `factor`: for an op's output that the caller scales before its boundary.
+void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor);
+
+}  // namespace vt::nn
