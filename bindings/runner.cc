@@ -286,6 +286,7 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   for (const auto& [name, s] : r.boundaries) {
     lua_newtable(L);
     set("calls", static_cast<double>(s.calls));
+    set("magnitudes", static_cast<double>(s.magnitudes));
     SetCounts(L, s);
     lua_setfield(L, -2, name.c_str());
   }

@@ -194,7 +194,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   at::Tensor magnitude;
   if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
     magnitude = offered;
-    magnitude_calls_[boundary] += 1;
+    s.magnitudes += 1;
   }
   if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
     (*capture_)[{boundary, call}] = input.detach().clone();

@@ -97,6 +97,9 @@ struct BoundaryStats {
   // among them those an honest trainer would have left unlogged (NONE).
   int64_t steered = 0;
   int64_t steered_unlogged = 0;
+  // Calls whose window's absolute term used a per-element magnitude (ROUNDING.md "The
+  // window"); the others used alpha * max|x|.
+  int64_t magnitudes = 0;
 };
 
 // How a dishonest trainer tampers with its own roundings, for the verification game's
@@ -192,8 +195,6 @@ class StepContext {
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
   // it is removed from the context.
   at::Tensor TakeGradMagnitude(const at::Tensor& parameter);
-  // Boundaries that got a per-element magnitude this step (tests check coverage).
-  const std::map<std::string, int64_t>& magnitude_calls() const { return magnitude_calls_; }
 
   // The next call number `boundary` would get (and reserves it).
   int32_t NextCall(const std::string& boundary);
@@ -285,7 +286,6 @@ class StepContext {
   };
   std::map<const c10::TensorImpl*, Offer> offers_;
   std::map<const c10::TensorImpl*, at::Tensor> grad_magnitudes_;
-  std::map<std::string, int64_t> magnitude_calls_;
   at::Tensor TakeOffer(const at::Tensor& x);
 
  public:
@@ -294,7 +294,6 @@ class StepContext {
   at::Tensor TakeOfferFor(const at::Tensor& x) { return TakeOffer(x); }
 
  private:
-
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).

@@ -125,10 +125,9 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
                             const at::Tensor& b, double eps, const std::string& name,
                             int64_t bwd_call) {
     const double d = static_cast<double>(x.size(-1));
-    at::Tensor mean =
-        ApplyBoundary(name + ".mean:fwd", RowSum(x) / d, -1,
-                      MagnitudesWanted() ? Detached([&] { return RowSum(x.abs()) / d; })
-                                         : at::Tensor());
+    at::Tensor mean = ApplyBoundary(
+        name + ".mean:fwd", RowSum(x) / d, -1,
+        MagnitudesWanted() ? Detached([&] { return RowSum(x.abs()) / d; }) : at::Tensor());
     at::Tensor centered = x - mean;
     const at::Tensor var_sum = RowSum(centered * centered) / d;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
@@ -148,14 +147,16 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const double d = static_cast<double>(xhat.size(-1));
     at::Tensor gxhat = g * w;
     const at::Tensor gxx = gxhat * xhat;
-    auto [mean_g, mean_gx] = RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx,
-                                       +[](const at::Tensor& t) {
-                                         return RowSum(t) / static_cast<double>(t.size(-1));
-                                       });
-    at::Tensor gx = rstd * (gxhat - mean_g - xhat * mean_gx);
+    auto [mean_g, mean_gx] = RoundPair(
+        ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx,
+        +[](const at::Tensor& t) { return RowSum(t) / static_cast<double>(t.size(-1)); });
+    const at::Tensor centered_term = xhat * mean_gx;
+    at::Tensor gx = rstd * (gxhat - mean_g - centered_term);
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
+      // gx cancels its three terms: its magnitude is theirs.
       at::NoGradGuard no_grad;
+      OfferMagnitude(gx, rstd * (gxhat.abs() + mean_g.abs() + centered_term.abs()));
       AddGradMagnitude(w, ColumnSum(gy_xhat.abs()));
       AddGradMagnitude(saved[3], ColumnSum(g.abs()));
     }
@@ -172,10 +173,9 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
                                const at::Tensor& b, double eps, const std::string& name,
                                int64_t bwd_call) {
     const double count = static_cast<double>(x.numel() / x.size(1));
-    at::Tensor mean =
-        ApplyBoundary(name + ".mean:fwd", ChannelSum(x) / count, -1,
-                      MagnitudesWanted() ? Detached([&] { return ChannelSum(x.abs()) / count; })
-                                         : at::Tensor());
+    at::Tensor mean = ApplyBoundary(
+        name + ".mean:fwd", ChannelSum(x) / count, -1,
+        MagnitudesWanted() ? Detached([&] { return ChannelSum(x.abs()) / count; }) : at::Tensor());
     at::Tensor centered = x - PerChannel(mean);
     const at::Tensor var_sum = ChannelSum(centered * centered) / count;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
@@ -198,15 +198,18 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor& g = grads[0];
     at::Tensor gxhat = g * PerChannel(w);
     const at::Tensor gxx = gxhat * xhat;
-    auto [mean_g, mean_gx] = RoundPair(ctx, ChannelSum(gxhat) / count, ChannelSum(gxx) / count,
-                                       gxhat, gxx, +[](const at::Tensor& t) {
-                                         return ChannelSum(t) / static_cast<double>(
-                                                                    t.numel() / t.size(1));
-                                       });
-    at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - xhat * PerChannel(mean_gx));
+    auto [mean_g, mean_gx] = RoundPair(
+        ctx, ChannelSum(gxhat) / count, ChannelSum(gxx) / count, gxhat, gxx,
+        +[](const at::Tensor& t) {
+          return ChannelSum(t) / static_cast<double>(t.numel() / t.size(1));
+        });
+    const at::Tensor centered_term = xhat * PerChannel(mean_gx);
+    at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - centered_term);
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
+      OfferMagnitude(
+          gx, PerChannel(rstd) * (gxhat.abs() + PerChannel(mean_g).abs() + centered_term.abs()));
       AddGradMagnitude(w, ChannelSum(gy_xhat.abs()));
       AddGradMagnitude(saved[3], ChannelSum(g.abs()));
     }
@@ -234,8 +237,8 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
       at::NoGradGuard no_grad;
       at::Tensor terms = step->TakeOfferFor(g);
       if (!terms.defined()) terms = g.abs();
-      AddGradMagnitude(saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}),
-                                                  indices.reshape({-1}), rows));
+      AddGradMagnitude(
+          saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows));
     }
     return {gw, at::Tensor()};
   }

@@ -281,8 +281,8 @@ struct KernelTable {
   void (*replay[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
                     ReplayTally*);  // [in_place]
   // Per-element magnitudes (always the auto-vectorized bodies).
-  void (*round_m[2][2])(const KernelParams&, const double*, double*, uint8_t*, int64_t,
-                        RoundTally*, const double*);  // [log][in_place]
+  void (*round_m[2][2])(const KernelParams&, const double*, double*, uint8_t*, int64_t, RoundTally*,
+                        const double*);  // [log][in_place]
   void (*replay_m[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
                       ReplayTally*, const double*);  // [in_place]
   void (*grid)(uint64_t, const double*, double*, double*, int64_t, bool*);

@@ -54,14 +54,14 @@ struct RoundTally {
 
 // What a ReplaySpan call saw (ROUNDING.md "Log entries and replay").
 struct ReplayTally {
-  int64_t corrections = 0;    // DOWN/UP entries whose result differs from rnd_b(x').
-  int64_t illegitimate = 0;   // DOWN/UP entries with |x' - mid(x')| > 2 w'(x'), or on a
-                              // window wider than g/2 (where only EXACT is honest).
-  int64_t near_misses = 0;    // NONE entries with |x' - mid(x')| <= w'(x') off the grid, or
-                              // < w'(x') on it (mid: the nearest, half the step below x').
-  int64_t steerable = 0;      // Values the trainer could have rounded either way and
-                              // still passed these checks (window.h Steerable).
-  bool out_of_range = false;  // As in RoundTally (also when a replayed hi(x') is 2^128).
+  int64_t corrections = 0;     // DOWN/UP entries whose result differs from rnd_b(x').
+  int64_t illegitimate = 0;    // DOWN/UP entries with |x' - mid(x')| > 2 w'(x'), or on a
+                               // window wider than g/2 (where only EXACT is honest).
+  int64_t near_misses = 0;     // NONE entries with |x' - mid(x')| <= w'(x') off the grid, or
+                               // < w'(x') on it (mid: the nearest, half the step below x').
+  int64_t steerable = 0;       // Values the trainer could have rounded either way and
+                               // still passed these checks (window.h Steerable).
+  bool out_of_range = false;   // As in RoundTally (also when a replayed hi(x') is 2^128).
   bool bad_magnitude = false;  // As in RoundTally.
 };
 

@@ -218,8 +218,7 @@ double RoundValue(double x, int bits) {
 }
 
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
-                     LogRecord* log, const BoundaryContext& context,
-                     const at::Tensor& magnitude) {
+                     LogRecord* log, const BoundaryContext& context, const at::Tensor& magnitude) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);

@@ -80,7 +80,7 @@ std::string EncodeRankReport(const RankReport& report) {
   for (const auto& [name, s] : report.boundaries) {
     PutBytes(&out, name);
     for (int64_t v : {s.calls, s.elements, s.logged, s.exact, s.corrections, s.illegitimate,
-                      s.near_misses, s.steerable, s.steered, s.steered_unlogged}) {
+                      s.near_misses, s.steerable, s.steered, s.steered_unlogged, s.magnitudes}) {
       PutU64(&out, static_cast<uint64_t>(v));
     }
   }
@@ -98,8 +98,9 @@ RankReport DecodeRankReport(const std::string& bytes) {
     throw Error("a message between ranks announces " + std::to_string(n) + " boundaries");
   for (uint64_t i = 0; i < n; ++i) {
     nn::BoundaryStats& s = report.boundaries[r.Bytes()];
-    for (int64_t* v : {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate,
-                       &s.near_misses, &s.steerable, &s.steered, &s.steered_unlogged}) {
+    for (int64_t* v :
+         {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate,
+          &s.near_misses, &s.steerable, &s.steered, &s.steered_unlogged, &s.magnitudes}) {
       *v = r.I64();
     }
   }

@@ -35,7 +35,9 @@
 
 namespace vt::train {
 
-constexpr const char* kSpecVersion = "1";
+// "2": windows with per-element magnitudes (docs/ROUNDING.md "The window"). A run made under
+// version 1 (one scale per tensor) replays only with the vtrun that made it.
+constexpr const char* kSpecVersion = "2";
 
 // The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating
 // a spec builds its model, and a spec is untrusted input (a trainer discloses it to every
