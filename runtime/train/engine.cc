@@ -85,6 +85,9 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
   // The gradients' per-element magnitudes (nn/magnitude.h), summed like the gradients.
   std::vector<at::Tensor> magnitudes(params.size());
   std::vector<double> losses(static_cast<size_t>(k), 0.0);
+  // Every shard starts from no gradient (the optimizer clears them, but a step that skips
+  // the update would otherwise leave its gradient for the next one to add to).
+  for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
   for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
     if (s != plan.first) {
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(start[i]);
