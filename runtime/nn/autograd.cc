@@ -112,7 +112,6 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       at::Tensor win = at::avg_pool2d(sq, {kh, kw}, {stride, stride}, {padding, padding},
                                       /*ceil_mode=*/false, /*count_include_pad=*/true)
                            .mul_(static_cast<double>(kh * kw))
-                           .clamp_min_(0.0)
                            .sqrt_();                         // [N, 1, oh, ow]
       at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
       at::Tensor m = win * wn.view({1, -1, 1, 1});

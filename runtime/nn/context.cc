@@ -104,24 +104,25 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
 }
 
 void StepContext::OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
-  if (!magnitudes_wanted_ || !x.defined() || !magnitude.defined()) return;
-  // Offers whose tensor died were never taken (the tensor went elsewhere): drop them.
+  if (!magnitudes_wanted_ || !x.defined() || !magnitude.defined() || !x.is_contiguous() ||
+      x.numel() == 0)
+    return;
+  // Offers whose memory was freed were never taken (the values went elsewhere): drop them.
   for (auto it = offers_.begin(); it != offers_.end();) {
-    it = it->second.tensor.expired() ? offers_.erase(it) : std::next(it);
+    it = it->second.storage.expired() ? offers_.erase(it) : std::next(it);
   }
-  c10::TensorImpl* impl = x.unsafeGetTensorImpl();
-  offers_.erase(impl);
-  offers_.emplace(impl,
-                  Offer{c10::weak_intrusive_ptr<c10::TensorImpl>(x.getIntrusivePtr()), magnitude});
+  offers_.erase(x.data_ptr());
+  offers_.emplace(x.data_ptr(), Offer{x.storage().getWeakStorageImpl(), x.numel(), magnitude});
 }
 
 at::Tensor StepContext::TakeOffer(const at::Tensor& x) {
-  if (offers_.empty()) return at::Tensor();
-  auto it = offers_.find(x.unsafeGetTensorImpl());
+  if (offers_.empty() || !x.defined() || !x.is_contiguous() || x.numel() == 0) return at::Tensor();
+  auto it = offers_.find(x.data_ptr());
   if (it == offers_.end()) return at::Tensor();
   at::Tensor m;
-  // The same address with a dead owner is another tensor: its offer does not apply.
-  if (!it->second.tensor.expired()) m = std::move(it->second.magnitude);
+  // Freed memory at the same address, or a part of the offered values, is not them.
+  if (!it->second.storage.expired() && it->second.numel == x.numel())
+    m = std::move(it->second.magnitude);
   offers_.erase(it);
   return m;
 }

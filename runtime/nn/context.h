@@ -191,6 +191,9 @@ class StepContext {
   // absolute term (alpha > 0) in logging or replay, and while calibrating (set_compare).
   bool magnitudes_wanted() const { return magnitudes_wanted_; }
   void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
+  // The magnitude offered for x, removed (undefined when none): boundaries take theirs, and
+  // ops that pass a tensor's magnitude on (MoveOffer) or bound their terms by it.
+  at::Tensor TakeOffer(const at::Tensor& x);
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
   // it is removed from the context.
@@ -280,20 +283,18 @@ class StepContext {
                const at::Tensor& magnitude);
 
   bool magnitudes_wanted_ = false;
+  // Offers are keyed by the first element's address: a contiguous view or reshape of the
+  // offered tensor (autograd's view backward makes one) holds the same values in the same
+  // order, so it takes the same offer; the storage's weak reference tells a live tensor from
+  // new memory at a reused address.
   struct Offer {
-    c10::weak_intrusive_ptr<c10::TensorImpl> tensor;
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    int64_t numel = 0;
     at::Tensor magnitude;
   };
-  std::map<const c10::TensorImpl*, Offer> offers_;
+  std::map<const void*, Offer> offers_;
   std::map<const c10::TensorImpl*, at::Tensor> grad_magnitudes_;
-  at::Tensor TakeOffer(const at::Tensor& x);
 
- public:
-  // The magnitude offered for x, removed (undefined when none): for ops that pass a tensor's
-  // magnitude on (MoveOffer) or bound their input gradient's terms by it.
-  at::Tensor TakeOfferFor(const at::Tensor& x) { return TakeOffer(x); }
-
- private:
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).

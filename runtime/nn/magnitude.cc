@@ -8,14 +8,12 @@ namespace vt::nn {
 
 at::Tensor RowNorms(const at::Tensor& t) {
   at::NoGradGuard no_grad;
-  const at::Tensor d = t.detach();
-  return (d * d).sum(-1, true).sqrt_();
+  return at::linalg_vector_norm(t.detach(), 2, {-1}, /*keepdim=*/true);
 }
 
 at::Tensor ColNorms(const at::Tensor& t) {
   at::NoGradGuard no_grad;
-  const at::Tensor d = t.detach();
-  return (d * d).sum(-2, true).sqrt_();
+  return at::linalg_vector_norm(t.detach(), 2, {-2}, /*keepdim=*/true);
 }
 
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
@@ -26,7 +24,7 @@ at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
 void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor) {
   StepContext* step = StepContext::Current();
   if (step == nullptr || !step->magnitudes_wanted()) return;
-  at::Tensor m = step->TakeOfferFor(from);
+  at::Tensor m = step->TakeOffer(from);
   if (m.defined()) step->OfferMagnitude(to, m.mul_(factor));
 }
 

@@ -44,8 +44,7 @@ at::Tensor RoundBackward(const AutogradContext* ctx, const at::Tensor& t, Magnit
                        MagnitudesWanted() ? Detached(magnitude) : at::Tensor());
 }
 
-// A statistic's magnitude: the value itself where its terms never cancel (sums of positive
-// terms), else the same reduction over the terms' absolute values (magnitude.h).
+// The magnitude of a value whose terms never cancel (a sum of positive terms): itself.
 at::Tensor OwnMagnitude(const at::Tensor& t) {
   return MagnitudesWanted() ? t.detach().abs() : at::Tensor();
 }
@@ -235,7 +234,7 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
       // The terms are the incoming gradient's values, or the magnitude of their own terms
       // where the op that made them offered one (a broadcast sum's).
       at::NoGradGuard no_grad;
-      at::Tensor terms = step->TakeOfferFor(g);
+      at::Tensor terms = step->TakeOffer(g);
       if (!terms.defined()) terms = g.abs();
       AddGradMagnitude(
           saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows));

@@ -85,14 +85,13 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
   // The gradients' per-element magnitudes (nn/magnitude.h), summed like the gradients.
   std::vector<at::Tensor> magnitudes(params.size());
   std::vector<double> losses(static_cast<size_t>(k), 0.0);
-  // Every shard starts from no gradient (the optimizer clears them, but a step that skips
-  // the update would otherwise leave its gradient for the next one to add to).
-  for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
   for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
     if (s != plan.first) {
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(start[i]);
-      for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
     }
+    // Every shard starts from no gradient (a step that skipped its update, the game's lazy
+    // trainer, would otherwise leave its gradient for this backward pass to add to).
+    for (auto& [name, p] : params) p->mutable_grad() = at::Tensor();
     if (k > 1) context.set_shard(s);
     at::Tensor inputs = k > 1 ? b.inputs.narrow(0, s * per, per) : b.inputs;
     if (inputs.is_floating_point()) inputs = inputs.to(context.dtype());

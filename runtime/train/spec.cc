@@ -216,7 +216,8 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_mode
   fields.emplace("version", kSpecVersion);
   if (fields["version"] != kSpecVersion)
     throw Error("spec: version '" + fields["version"] + "' is not supported (this vtrun reads " +
-                kSpecVersion + ")");
+                kSpecVersion + "; a run made under another version replays with the vtrun " +
+                "that made it: docs/ROUNDING.md, \"Changes\")");
   CheckKeys(fields);
   Spec spec;
   spec.fields_ = std::move(fields);
