@@ -34,6 +34,10 @@ at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                     int64_t stride, int64_t padding);
 
+// GELU, tanh approximation (ATen's kernels), offering magnitudes for its output and its input
+// gradient.
+at::Tensor GeluOp(const at::Tensor& x);
+
 // Batched a [..., m, k] @ b [..., k, n] (same batch shape).
 at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b);
 

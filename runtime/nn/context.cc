@@ -191,16 +191,20 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
   // The per-element magnitude counts where the window has an absolute term (and for
-  // calibration); a window without one never reads it.
+  // calibration); a window without one never reads it. A value no op gave a magnitude is
+  // its own (ROUNDING.md "Magnitudes": such values are elementwise in values both parties
+  // hold, since every order-dependent value is rounded where it is made).
   at::Tensor magnitude;
   if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
     magnitude = offered;
     s.magnitudes += 1;
   }
+  options.own_magnitude = !magnitude.defined();
   if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
     (*capture_)[{boundary, call}] = input.detach().clone();
   }
-  if (compare_ != nullptr) Compare(boundary, call, input, magnitude);
+  if (compare_ != nullptr)
+    Compare(boundary, call, input, magnitude.defined() ? magnitude : input.abs());
   // A tensor the caller hands over is rounded in its own storage: no allocation, and no
   // second pass over fresh memory. (Tampering needs the input after rounding.)
   const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
@@ -419,7 +423,8 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
     if (want != nullptr && a == 0.0 && want[i] < 0.0) v = -other;      // a zero moves either way
     if (want != nullptr && !((v - out[i]) * want[i] > 0.0)) continue;  // not the way it should go
     const double d = std::fabs(a - c.mid);
-    if (mp != nullptr) p.alpha_scale = options.alpha * mp[i];  // this element's absolute term
+    // This element's absolute term.
+    if (mp != nullptr || p.own_magnitude) p.alpha_scale = options.alpha * (mp ? mp[i] : a);
     const double w = precision::Window(p.band, c.g, p.alpha_scale);
     bool as_exact = false;
     switch (tamper_.kind) {

@@ -133,12 +133,7 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
   return x * mask;
 }
 
-at::Tensor Gelu(const at::Tensor& x, const std::string& name) {
-  at::Tensor y = at::gelu(x, "tanh");
-  // |gelu(x)| <= |x|, and x (1 + tanh(.)) / 2 is relative to |x| where tanh nears -1.
-  if (MagnitudesWanted()) OfferMagnitude(y, x.detach().abs());
-  return Boundary(y, name);
-}
+at::Tensor Gelu(const at::Tensor& x, const std::string& name) { return Boundary(GeluOp(x), name); }
 
 at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
   const double count = static_cast<double>(x.size(2) * x.size(3));

@@ -53,7 +53,18 @@ VT_PRECISION_INLINE uint64_t RoundOne(double xi, uint64_t k, double band, double
 }
 
 // Whether any of x[0, n) needs the wide-window terms (window.h WideAt). Branch-free.
-template <bool kPer>
+// Where a window's absolute term comes from: alpha_scale for every element (kScale), alpha
+// times a magnitude array (kArray), or alpha times the element's own |x| (kOwn).
+enum MagnitudeMode { kScale = 0, kArray = 1, kOwn = 2 };
+
+// The absolute term of one element of magnitude a (= |x|), for mode kMag.
+template <int kMag>
+VT_PRECISION_INLINE double AbsoluteTerm(double a, const double* __restrict mag, int64_t i,
+                                        double alpha, double alpha_scale) {
+  return kMag == kArray ? alpha * mag[i] : kMag == kOwn ? alpha * a : alpha_scale;
+}
+
+template <int kMag>
 VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, const double* __restrict mag,
                                  int64_t n, uint64_t k, double band, double alpha,
                                  double alpha_scale) {
@@ -61,7 +72,7 @@ VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, const double* __res
   for (int64_t i = 0; i < n; ++i) {
     const double a = BitsDouble(DoubleBits(x[i]) & ~kSignBit);
     const double g = SpacingAt(a, k);
-    const double as = kPer ? alpha * mag[i] : alpha_scale;
+    const double as = AbsoluteTerm<kMag>(a, mag, i, alpha, alpha_scale);
     any |= static_cast<uint64_t>(WideAt(a, g, Window(band, g, as)));
   }
   return any != 0;
@@ -79,17 +90,17 @@ constexpr int64_t kWideBlock = 64;
 
 // Runs body<false>(begin, end) over [0, n), or body<true> on the blocks where some value
 // needs the wide-window terms; with a window that is never wide, no check at all.
-template <bool kPer, class Body>
+template <int kMag, class Body>
 VT_PRECISION_INLINE void ByWidth(const double* x, const double* mag, int64_t n, uint64_t k,
                                  double band, double alpha, double alpha_scale, Body&& body) {
-  if (!MayBeWide(band, kPer ? alpha : alpha_scale)) {
+  if (!MayBeWide(band, kMag == kScale ? alpha_scale : alpha)) {
     body(std::false_type{}, 0, n);
     return;
   }
   for (int64_t begin = 0; begin < n; begin += kWideBlock) {
     const int64_t end = begin + kWideBlock < n ? begin + kWideBlock : n;
-    if (AnyWide<kPer>(x + begin, kPer ? mag + begin : nullptr, end - begin, k, band, alpha,
-                      alpha_scale)) {
+    if (AnyWide<kMag>(x + begin, kMag == kArray ? mag + begin : nullptr, end - begin, k, band,
+                      alpha, alpha_scale)) {
       body(std::true_type{}, begin, end);
     } else {
       body(std::false_type{}, begin, end);
@@ -97,9 +108,9 @@ VT_PRECISION_INLINE void ByWidth(const double* x, const double* mag, int64_t n, 
   }
 }
 
-// kPer: the window's absolute term is alpha * mag[i] per element (a per-element magnitude,
-// ROUNDING.md "The window"); otherwise p.alpha_scale for every element.
-template <bool kLog, bool kInPlace, bool kPer = false>
+// kMag: where the window's absolute term comes from (MagnitudeMode; ROUNDING.md "The
+// window"); only an array of magnitudes is checked against |x|.
+template <bool kLog, bool kInPlace, int kMag = kScale>
 VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restrict x,
                                    double* __restrict out, uint8_t* __restrict states, int64_t n,
                                    RoundTally* tally, const double* __restrict mag = nullptr) {
@@ -118,8 +129,9 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
     for (int64_t i = begin; i < end; ++i) {
       uint64_t s = 0;
       const double xi = kInPlace ? io[i] : x[i];
-      const double as = kPer ? alpha * mag[i] : alpha_scale;
-      if (kPer) bm |= BadMagnitude(BitsDouble(DoubleBits(xi) & ~kSignBit), mag[i]);
+      const double ai = BitsDouble(DoubleBits(xi) & ~kSignBit);
+      const double as = AbsoluteTerm<kMag>(ai, mag, i, alpha, alpha_scale);
+      if (kMag == kArray) bm |= BadMagnitude(ai, mag[i]);
       io[i] = BitsDouble(RoundOne<kLog, kWide>(xi, k, band, as, &s, &st, &b));
       if (kLog) {
         d += s == 1;
@@ -136,7 +148,7 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
     bad_m |= bm;
   };
   if (kLog) {
-    ByWidth<kPer>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
+    ByWidth<kMag>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
   } else {
     range(std::false_type{}, 0, n);
   }
@@ -191,7 +203,7 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   return DoubleBits(result) | sign;
 }
 
-template <bool kInPlace, bool kPer = false>
+template <bool kInPlace, int kMag = kScale>
 VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restrict x,
                                     const uint8_t* __restrict states, double* __restrict out,
                                     int64_t n, ReplayTally* tally,
@@ -209,8 +221,9 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
     double* __restrict io = out;  // in place through one pointer, as in RoundBody
     for (int64_t i = begin; i < end; ++i) {
       const double xi = kInPlace ? io[i] : x[i];
-      const double as = kPer ? alpha * mag[i] : alpha_scale;
-      if (kPer) bm |= BadMagnitude(BitsDouble(DoubleBits(xi) & ~kSignBit), mag[i]);
+      const double ai = BitsDouble(DoubleBits(xi) & ~kSignBit);
+      const double as = AbsoluteTerm<kMag>(ai, mag, i, alpha, alpha_scale);
+      if (kMag == kArray) bm |= BadMagnitude(ai, mag[i]);
       io[i] = BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, as, &c, &il, &nm, &st, &b));
     }
     corrections += c;
@@ -220,7 +233,7 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
     bad |= b;
     bad_m |= bm;
   };
-  ByWidth<kPer>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
+  ByWidth<kMag>(kInPlace ? out : x, mag, n, k, band, alpha, alpha_scale, range);
   tally->corrections += corrections;
   tally->illegitimate += illegitimate;
   tally->near_misses += near_misses;
@@ -280,7 +293,8 @@ struct KernelTable {
                       RoundTally*);  // [log][in_place]
   void (*replay[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
                     ReplayTally*);  // [in_place]
-  // Per-element magnitudes (always the auto-vectorized bodies).
+  // Per-element magnitudes: an array, or each value's own |x| when the array is null (always
+  // the auto-vectorized bodies).
   void (*round_m[2][2])(const KernelParams&, const double*, double*, uint8_t*, int64_t, RoundTally*,
                         const double*);  // [log][in_place]
   void (*replay_m[2])(const KernelParams&, const double*, const uint8_t*, double*, int64_t,
@@ -321,27 +335,33 @@ struct KernelTable {
   }                                                                                               \
   TARGET void NAME##RoundM00(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
                              int64_t n, RoundTally* t, const double* m) {                         \
-    RoundBody<false, false, true>(p, x, out, s, n, t, m);                                         \
+    m != nullptr ? RoundBody<false, false, kArray>(p, x, out, s, n, t, m)                         \
+                 : RoundBody<false, false, kOwn>(p, x, out, s, n, t, m);                          \
   }                                                                                               \
   TARGET void NAME##RoundM01(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
                              int64_t n, RoundTally* t, const double* m) {                         \
-    RoundBody<false, true, true>(p, x, out, s, n, t, m);                                          \
+    m != nullptr ? RoundBody<false, true, kArray>(p, x, out, s, n, t, m)                          \
+                 : RoundBody<false, true, kOwn>(p, x, out, s, n, t, m);                           \
   }                                                                                               \
   TARGET void NAME##RoundM10(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
                              int64_t n, RoundTally* t, const double* m) {                         \
-    RoundBody<true, false, true>(p, x, out, s, n, t, m);                                          \
+    m != nullptr ? RoundBody<true, false, kArray>(p, x, out, s, n, t, m)                          \
+                 : RoundBody<true, false, kOwn>(p, x, out, s, n, t, m);                           \
   }                                                                                               \
   TARGET void NAME##RoundM11(const KernelParams& p, const double* x, double* out, uint8_t* s,     \
                              int64_t n, RoundTally* t, const double* m) {                         \
-    RoundBody<true, true, true>(p, x, out, s, n, t, m);                                           \
+    m != nullptr ? RoundBody<true, true, kArray>(p, x, out, s, n, t, m)                           \
+                 : RoundBody<true, true, kOwn>(p, x, out, s, n, t, m);                            \
   }                                                                                               \
   TARGET void NAME##ReplayM0(const KernelParams& p, const double* x, const uint8_t* s,            \
                              double* out, int64_t n, ReplayTally* t, const double* m) {           \
-    ReplayBody<false, true>(p, x, s, out, n, t, m);                                               \
+    m != nullptr ? ReplayBody<false, kArray>(p, x, s, out, n, t, m)                               \
+                 : ReplayBody<false, kOwn>(p, x, s, out, n, t, m);                                \
   }                                                                                               \
   TARGET void NAME##ReplayM1(const KernelParams& p, const double* x, const uint8_t* s,            \
                              double* out, int64_t n, ReplayTally* t, const double* m) {           \
-    ReplayBody<true, true>(p, x, s, out, n, t, m);                                                \
+    m != nullptr ? ReplayBody<true, kArray>(p, x, s, out, n, t, m)                                \
+                 : ReplayBody<true, kOwn>(p, x, s, out, n, t, m);                                 \
   }                                                                                               \
   TARGET void NAME##Grid(uint64_t k, const double* x, double* lo, double* hi, int64_t n,          \
                          bool* bad) {                                                             \
@@ -438,7 +458,7 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
                RoundTally* tally, const double* magnitude) {
   const bool log = states != nullptr;
   const bool in_place = x == out;
-  if (magnitude != nullptr) {
+  if (magnitude != nullptr || p.own_magnitude) {
     ActiveDispatch().table->round_m[log][in_place](p, x, out, states, n, tally, magnitude);
     return;
   }
@@ -447,7 +467,7 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
 
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                 int64_t n, ReplayTally* tally, const double* magnitude) {
-  if (magnitude != nullptr) {
+  if (magnitude != nullptr || p.own_magnitude) {
     ActiveDispatch().table->replay_m[x == out](p, x, states, out, n, tally, magnitude);
     return;
   }

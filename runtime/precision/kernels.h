@@ -29,6 +29,9 @@ struct KernelParams {
   // With a per-element magnitude m (RoundSpan/ReplaySpan `magnitude`), the absolute term is
   // fl(alpha * m[i]) instead of alpha_scale. Default: 0.
   double alpha = 0.0;
+  // Without a magnitude array: the absolute term is fl(alpha * |x[i]|), each value its own
+  // magnitude, instead of alpha_scale. Default: false.
+  bool own_magnitude = false;
 };
 
 // A per-element magnitude m must bound |x| up to both parties' rounding of m: |x| <= m *
@@ -69,7 +72,8 @@ struct ReplayTally {
 // classification (0 NONE, 1 DOWN, 2 UP, 3 EXACT) and the DOWN/UP/EXACT counts are added to
 // `tally`. `out` may equal `x` exactly (in place); other overlaps are not allowed. `states`
 // must not overlap `x` or `out`. With `magnitude` (n values, see KernelParams::alpha) the
-// window's absolute term is per element, and bad magnitudes are reported in the tally.
+// window's absolute term is per element, and bad magnitudes are reported in the tally;
+// without one, p.own_magnitude makes each value its own magnitude.
 void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
                RoundTally* tally, const double* magnitude = nullptr);
 

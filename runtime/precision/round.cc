@@ -195,6 +195,8 @@ KernelParams MakeKernelParams(const RoundOptions& options, double scale) {
   p.k = static_cast<uint64_t>(32 - options.bits);
   p.band = options.band;
   p.alpha_scale = options.alpha * scale;
+  p.alpha = options.alpha;
+  p.own_magnitude = options.own_magnitude;
   return p;
 }
 
@@ -230,10 +232,9 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   const bool in_place = xp == op;
 
   RoundStats stats;
-  if (options.alpha > 0.0 && mp == nullptr)
+  if (options.alpha > 0.0 && mp == nullptr && !options.own_magnitude)
     stats.scale = ComputeScale(xp, n, options.bits, context);
-  KernelParams params = MakeKernelParams(options, stats.scale);
-  params.alpha = options.alpha;
+  const KernelParams params = MakeKernelParams(options, stats.scale);
   uint8_t* states = log != nullptr ? log->ResetForWrite(n) : nullptr;
 
   std::mutex mu;
@@ -298,7 +299,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   ReplayReport report;
   report.elements = n;
   report.logged = log.counts().logged();
-  if (options.alpha > 0.0 && mp == nullptr)
+  if (options.alpha > 0.0 && mp == nullptr && !options.own_magnitude)
     report.scale = ComputeScale(xp, n, options.bits, context);
   KernelParams params = MakeKernelParams(options, report.scale);
   // The auditor's own magnitudes, widened by the slack that covers the trainer's (kernels.h).
@@ -356,8 +357,9 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
     const double rnd = BitsDouble(DoubleBits(c.r) | sign);
     if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    const double alpha_scale =
-        mp != nullptr ? params.alpha * mp[exact[j].position] : params.alpha_scale;
+    const double alpha_scale = mp != nullptr          ? params.alpha * mp[exact[j].position]
+                               : params.own_magnitude ? params.alpha * std::fabs(xv)
+                                                      : params.alpha_scale;
     if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, alpha_scale)) {
       ++total.illegitimate;
     }

@@ -36,7 +36,10 @@ namespace vt::precision {
 struct RoundOptions {
   int bits = 32;       // b: leading bits of the FP32 word kept, in [10, 32]. Default: 32.
   double band = 0.25;  // Window term in units of spacing(x), in [0, 0.5]. Default: 0.25.
-  double alpha = 0.0;  // Window term in units of the tensor's max |x|, finite, >= 0. Default: 0.
+  double alpha = 0.0;  // Window term in units of the magnitude, finite, >= 0. Default: 0.
+  // The magnitude alpha multiplies when no magnitude tensor is given: false, the tensor's
+  // max |x| (its scale); true, each value's own |x| (ROUNDING.md "Magnitudes"). Default: false.
+  bool own_magnitude = false;
 
   // Throws vt::Error naming the field, the allowed range and the value.
   void Validate() const;

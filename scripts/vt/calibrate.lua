@@ -240,6 +240,11 @@ function M.calibrate(options)
     if owner then parameters[owner] = true end
   end
   for boundary, a in pairs(acc) do
+    if a.max_rel == math.huge then
+      error("vt.calibrate: boundary '" .. boundary .. "' has values that differ between profiles where " ..
+            "its magnitude is 0 (ROUNDING.md \"Magnitudes\"): the op that makes them must offer a " ..
+            "magnitude, or they cancel to an exact zero on one profile only", 2)
+    end
     a.exact_by_construction = M.exact_by_construction(boundary, parameters)
     a.band = band
     if exact_updates and a.exact_by_construction and a.differ == 0 and a.missing == 0 then

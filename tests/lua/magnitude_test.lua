@@ -43,7 +43,7 @@ s:test("GPT: products, attention, norms, softmaxes, the loss gradient and parame
             "^h%.0%.attn%.scores%.da:bwd$", "^h%.0%.attn%.scores%.db:bwd$", "^h%.0%.attn%.mix:fwd$",
             "^h%.0%.attn%.mix%.da:bwd$", "^h%.0%.attn%.softmax:fwd$", "^h%.0%.attn%.softmax%.sum:[fb]wd$",
             "^h%.0%.ln_1:fwd$", "^h%.0%.ln_1%.mean:fwd$", "^h%.0%.ln_1%.var:fwd$", "^h%.0%.ln_1%.stats:bwd$",
-            "^h%.0%.mlp%.gelu:fwd$", "^lm_head:fwd$", "^lm_head:bwd$", "^log_softmax:fwd$",
+            "^h%.0%.mlp%.gelu:fwd$", "^h%.0%.mlp%.c_fc:bwd$", "^lm_head:fwd$", "^lm_head:bwd$", "^log_softmax:fwd$",
             "^log_softmax%.sum:[fb]wd$", ":grad$"})
   none(one_step(model(), data, 0))
 end)

@@ -130,6 +130,36 @@ TEST_CASE("every kernel variant agrees on per-element windows", "[precision][mag
   }
 }
 
+TEST_CASE("each value its own magnitude equals the array of |x|, on every kernel variant",
+          "[precision][magnitude]") {
+  const std::vector<double> xs = MixedValues(4001, 5);
+  const at::Tensor x = ToTensor(xs);
+  const at::Tensor own = x.abs();
+  IsaGuard guard;
+  for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+    prec::SetKernelIsa(isa);
+    INFO("variant " << prec::KernelIsaName(isa));
+    for (double alpha : {0x1p-40, 0x1p-22, 0x1p-10}) {
+      RoundOptions by_array = Options(0.0625, alpha);
+      RoundOptions by_value = by_array;
+      by_value.own_magnitude = true;
+      LogRecord a, b;
+      const auto ra = prec::Round(x, by_array, &a, {}, own);
+      const auto rb = prec::Round(x, by_value, &b);
+      CHECK(ra.rounded.equal(rb.rounded));
+      CHECK(States(a) == States(b));
+      CHECK(ra.stats.steerable == rb.stats.steerable);
+      CHECK(rb.stats.scale == 0.0);  // no scale is computed
+      const auto pa = prec::Replay(x, a, by_array, {}, own);
+      at::Tensor in_place = x.clone();
+      const auto pb = prec::ReplayInto(in_place, b, in_place, by_value);
+      CHECK(pa.rounded.equal(in_place));
+      CHECK(pa.report.steerable == pb.steerable);
+      CHECK(pb.illegitimate == 0);
+    }
+  }
+}
+
 TEST_CASE("a value's window follows its own magnitude", "[precision][magnitude]") {
   // x near 1e-6 made by cancelling terms of size 1 (m = 1), against the same value made from
   // terms of its own size (m = |x|). The auditor's x' lies across the midpoint from x, a
