@@ -49,6 +49,25 @@ prec::RoundOptions ReadRoundOptions(lua_State* L, int idx, const char* api) {
   return options;
 }
 
+// The `magnitude` option (ROUNDING.md "Magnitudes"): a tensor with one magnitude per element
+// (returned), or "own" (each value its own; sets options->own_magnitude). Absent: the tensor's
+// largest |x| is the magnitude of every element.
+at::Tensor ReadMagnitude(lua_State* L, int idx, const char* api, prec::RoundOptions* options) {
+  if (lua_isnoneornil(L, idx)) return at::Tensor();
+  lua_getfield(L, idx, "magnitude");
+  at::Tensor magnitude;
+  if (at::Tensor* t = TestTensor(L, -1)) {
+    magnitude = *t;
+  } else if (lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "own") {
+    options->own_magnitude = true;
+  } else if (!lua_isnil(L, -1)) {
+    Fail(L, api,
+         "option 'magnitude' must be a float64 tensor with one value per element, or \"own\"");
+  }
+  lua_pop(L, 1);
+  return magnitude;
+}
+
 // name/step options; `name` is copied into `*name_storage`, which must outlive the context.
 prec::BoundaryContext ReadContext(lua_State* L, int idx, const char* api,
                                   std::string* name_storage) {
@@ -67,18 +86,20 @@ prec::BoundaryContext ReadContext(lua_State* L, int idx, const char* api,
 // A tensor argument that must be a vt.Tensor (dtype/device are checked by the runtime).
 at::Tensor CheckInputTensor(lua_State* L, int idx) { return CheckTensor(L, idx); }
 
-// vt.round(t [, {bits=32, band=0.25, alpha=0, log=true, name=, step=}]) -> rounded, record|nil
+// vt.round(t [, {bits=32, band=0.25, alpha=0, magnitude=, log=true, name=, step=}])
+//   -> rounded, record|nil
 int RoundFn(lua_State* L) {
   const char* api = "vt.round";
   at::Tensor t = CheckInputTensor(L, 1);
-  CheckOptions(L, 2, api, {"bits", "band", "alpha", "log", "name", "step"});
-  const prec::RoundOptions options = ReadRoundOptions(L, 2, api);
+  CheckOptions(L, 2, api, {"bits", "band", "alpha", "magnitude", "log", "name", "step"});
+  prec::RoundOptions options = ReadRoundOptions(L, 2, api);
+  const at::Tensor magnitude = ReadMagnitude(L, 2, api, &options);
   const bool log = OptBoolean(L, 2, api, "log").value_or(true);
   std::string name;
   const prec::BoundaryContext context = ReadContext(L, 2, api, &name);
   return Protect(L, api, [&] {
     RecordPtr record = log ? std::make_shared<prec::LogRecord>() : nullptr;
-    prec::RoundResult result = prec::Round(t, options, record.get(), context);
+    prec::RoundResult result = prec::Round(t, options, record.get(), context, magnitude);
     PushTensor(L, result.rounded);
     if (record) {
       PushRecord(L, std::move(record));
@@ -89,7 +110,8 @@ int RoundFn(lua_State* L) {
   });
 }
 
-// vt.replay(t, record_or_bytes [, {bits=, band=, alpha=, name=, step=}]) -> rounded, report
+// vt.replay(t, record_or_bytes [, {bits=, band=, alpha=, magnitude=, name=, step=}])
+//   -> rounded, report
 int ReplayFn(lua_State* L) {
   const char* api = "vt.replay";
   at::Tensor t = CheckInputTensor(L, 1);
@@ -102,8 +124,9 @@ int ReplayFn(lua_State* L) {
   } else {
     record = CheckUserdata<RecordPtr>(L, 2, kLogRecordMeta, "vt.LogRecord or encoded string");
   }
-  CheckOptions(L, 3, api, {"bits", "band", "alpha", "name", "step"});
-  const prec::RoundOptions options = ReadRoundOptions(L, 3, api);
+  CheckOptions(L, 3, api, {"bits", "band", "alpha", "magnitude", "name", "step"});
+  prec::RoundOptions options = ReadRoundOptions(L, 3, api);
+  const at::Tensor magnitude = ReadMagnitude(L, 3, api, &options);
   std::string name;
   const prec::BoundaryContext context = ReadContext(L, 3, api, &name);
   return Protect(L, api, [&] {
@@ -119,7 +142,7 @@ int ReplayFn(lua_State* L) {
       limits.max_elements = t.numel();
       record = std::make_shared<prec::LogRecord>(prec::DecodeLog(bytes, limits));
     }
-    prec::ReplayResult result = prec::Replay(t, *record, options, context);
+    prec::ReplayResult result = prec::Replay(t, *record, options, context, magnitude);
     PushTensor(L, result.rounded);
     const prec::ReplayReport& r = result.report;
     lua_createtable(L, 0, 7);

@@ -98,7 +98,7 @@ struct BoundaryStats {
   int64_t steered = 0;
   int64_t steered_unlogged = 0;
   // Calls whose window's absolute term used a per-element magnitude (ROUNDING.md "The
-  // window"); the others used alpha * max|x|.
+  // window"); the others used each value's own |x|.
   int64_t magnitudes = 0;
 };
 
@@ -172,7 +172,7 @@ class StepContext {
   // replayed) FP64 value. `call` < 0 takes the next call number for this boundary; a
   // backward boundary passes the call number of its forward call. `magnitude` (optional):
   // x's per-element magnitude (ROUNDING.md "The window"); without one, a magnitude offered
-  // for x (OfferMagnitude) is used, else the window's absolute term is alpha * max|x|.
+  // for x (OfferMagnitude) is used, else each value is its own magnitude.
   // Throws vt::Error for NaN/Inf/overflow (naming boundary, step and index), a bad
   // magnitude, a missing record or a size mismatch.
   at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1,

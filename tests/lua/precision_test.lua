@@ -138,7 +138,7 @@ s:test("errors: options, tensors, values", function()
   T.assert_error(function() vt.round(x, {band = 0.7}) end, "vt.round: band must be in [0, 0.5], got 0.7", true)
   T.assert_error(function() vt.round(x, {alpha = -1}) end, "vt.round: alpha must be finite and >= 0, got -1", true)
   T.assert_error(function() vt.round(x, {colour = 1}) end,
-                 "vt.round: unknown option 'colour' (valid: alpha, band, bits, log, name, step)", true)
+                 "vt.round: unknown option 'colour' (valid: alpha, band, bits, log, magnitude, name, step)", true)
   T.assert_error(function() vt.round(x, {log = 1}) end, "option 'log' must be a boolean", true)
   T.assert_error(function() vt.round(x:float()) end, "vt.round: input must be a float64 tensor, got float32", true)
   T.assert_error(function() vt.round(42) end, "vt.Tensor expected", true)
@@ -165,6 +165,26 @@ s:test("errors: options, tensors, values", function()
   T.assert_error(function() vt.grid(x, 40) end, "vt.grid: bits must be an integer in [10, 32], got 40", true)
   T.assert_error(function() vt.grid(vt.tensor{0 / 0}) end, "vt.grid: NaN at index 0", true)
   T.assert_error(function() record.counts(5) end, "vt.LogRecord expected", true)
+end)
+
+s:test("magnitude: per element, \"own\", and errors naming what is allowed", function()
+  -- 1e-6 next to a value of 1: with the tensor's scale, alpha = 2^-30 is wide against the
+  -- small value's spacing (logged EXACT); with each value its own magnitude it is not.
+  local x = vt.tensor{1.0, 1e-6 + 2 ^ -44}
+  local _, by_scale = vt.round(x, {band = 0, alpha = 2 ^ -30})
+  local _, by_own = vt.round(x, {band = 0, alpha = 2 ^ -30, magnitude = "own"})
+  local _, by_tensor = vt.round(x, {band = 0, alpha = 2 ^ -30, magnitude = x:abs()})
+  T.assert_eq(by_scale:counts().exact, 1)
+  local c = by_own:counts()
+  T.assert_eq(c.down + c.up + c.exact, 0)
+  T.assert_eq(by_tensor:encode(), by_own:encode())
+  local y, report = vt.replay(x, by_own, {band = 0, alpha = 2 ^ -30, magnitude = "own"})
+  T.assert_eq(report.illegitimate, 0)
+  T.assert_error(function() vt.round(x, {alpha = 1e-9, magnitude = "max"}) end, "option 'magnitude' must be")
+  T.assert_error(function() vt.round(x, {alpha = 1e-9, magnitude = vt.tensor{1.0}}) end,
+                 "magnitude has 1 elements but the tensor has 2")
+  T.assert_error(function() vt.round(x, {alpha = 1e-9, magnitude = vt.tensor{1.0, 1e-9}}) end,
+                 "bad magnitude at index 1")
 end)
 
 s:test("non-contiguous tensors are accepted", function()
