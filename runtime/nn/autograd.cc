@@ -15,6 +15,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// A boundary's rounded output is what every party computes (the auditor copies the trainer's
+// rounding): offered with a zero magnitude, so that masks, copies and sums of it (Fork,
+// AddOp, ReluOp, pooling's backward) stay known as such.
+at::Tensor Agreed(at::Tensor rounded) {
+  if (MagnitudesWanted()) OfferMagnitude(rounded, ZeroMagnitude());
+  return rounded;
+}
+
 struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::string& name) {
     StepContext* step = StepContext::Current();
@@ -30,7 +38,7 @@ struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
     if (step == nullptr || !ctx->saved_data.count("name")) return {grads[0], at::Tensor()};
     const std::string name = ctx->saved_data["name"].toStringRef();
     const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
-    return {step->Apply(name + ":bwd", grads[0].contiguous(), call), at::Tensor()};
+    return {Agreed(step->Apply(name + ":bwd", grads[0].contiguous(), call)), at::Tensor()};
   }
 };
 
@@ -45,7 +53,8 @@ struct InputGradFn : public torch::autograd::Function<InputGradFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::string name = ctx->saved_data["name"].toStringRef();
     const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
-    return {ApplyBoundary(name + ":bwd", grads[0].contiguous(), call), at::Tensor(), at::Tensor()};
+    return {Agreed(ApplyBoundary(name + ":bwd", grads[0].contiguous(), call)), at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -238,7 +247,108 @@ struct GeluFn : public torch::autograd::Function<GeluFn> {
   }
 };
 
+// The ops below are ATen's own arithmetic (the same bits as autograd's formulas) that also
+// pass magnitudes through their backward: a mask of a magnitude, or the sum of two.
+
+// relu(x); backward: threshold_backward(g, y, 0), as autograd's.
+struct ReluFn : public torch::autograd::Function<ReluFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    at::Tensor y = at::relu(x);
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor y = ctx->get_saved_variables()[0];
+    at::Tensor gx = at::threshold_backward(grads[0], y, 0);
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      const at::Tensor m = IncomingMagnitude(grads[0]);
+      OfferMagnitude(gx, IsZeroMagnitude(m) ? m : at::threshold_backward(m, y, 0));
+    }
+    return {gx};
+  }
+};
+
+// a + b (same shapes); backward: the incoming gradient to both, as autograd's.
+struct AddFn : public torch::autograd::Function<AddFn> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& a, const at::Tensor& b) {
+    return a + b;
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    at::Tensor g = grads[0].contiguous();
+    if (MagnitudesWanted()) OfferMagnitude(g, IncomingMagnitude(grads[0]));
+    return {g, g};
+  }
+};
+
+// Two uses of x; backward: the sum of the two gradients (as autograd accumulates two uses:
+// IEEE addition is commutative, so the bits are the same), whose magnitude is the sum of
+// theirs.
+struct ForkFn : public torch::autograd::Function<ForkFn> {
+  static variable_list forward(AutogradContext*, const at::Tensor& x) {
+    return {x.alias(), x.alias()};
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    const at::Tensor &g1 = grads[0], &g2 = grads[1];
+    if (!g1.defined() || !g2.defined()) return {g1.defined() ? g1 : g2};
+    at::Tensor g = g1 + g2;
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      const at::Tensor m1 = IncomingMagnitude(g1), m2 = IncomingMagnitude(g2);
+      OfferMagnitude(g, IsZeroMagnitude(m1) ? m2 : IsZeroMagnitude(m2) ? m1 : m1 + m2);
+    }
+    return {g};
+  }
+};
+
+// The mean over the spatial dimensions: vt::Sum(x, {2, 3}) / (H W); backward: the incoming
+// gradient divided by H W, spread over the positions, as autograd's.
+struct AvgPoolFn : public torch::autograd::Function<AvgPoolFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    ctx->saved_data["sizes"] = x.sizes().vec();
+    const double count = static_cast<double>(x.size(2) * x.size(3));
+    at::Tensor y = vt::Sum(x, {2, 3}) / count;
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      OfferMagnitude(y, x.abs().sum({2, 3}) / count);
+    }
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
+    const double count = static_cast<double>(sizes[2] * sizes[3]);
+    const at::Tensor& g = grads[0];
+    at::Tensor gx = (g / count).view({sizes[0], sizes[1], 1, 1}).expand(sizes).contiguous();
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      const at::Tensor m = IncomingMagnitude(g);
+      OfferMagnitude(gx,
+                     IsZeroMagnitude(m)
+                         ? m
+                         : (m / count).view({sizes[0], sizes[1], 1, 1}).expand(sizes).contiguous());
+    }
+    return {gx};
+  }
+};
+
 }  // namespace
+
+at::Tensor ReluOp(const at::Tensor& x) { return ReluFn::apply(x); }
+
+at::Tensor AddOp(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.sizes().equals(b.sizes())) throw Error("add: operands must have the same shape");
+  return AddFn::apply(a, b);
+}
+
+std::pair<at::Tensor, at::Tensor> ForkOp(const at::Tensor& x) {
+  variable_list two = ForkFn::apply(x);
+  return {two[0], two[1]};
+}
+
+at::Tensor AvgPoolOp(const at::Tensor& x) {
+  if (x.dim() != 4) throw Error("global average pooling: expected [N, C, H, W]");
+  return AvgPoolFn::apply(x);
+}
 
 at::Tensor GeluOp(const at::Tensor& x) { return GeluFn::apply(x); }
 

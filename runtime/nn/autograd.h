@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <utility>
 
 namespace vt::nn {
 
@@ -33,6 +34,15 @@ at::Tensor LinearOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& 
 // Convolution: x [N, C, H, W] * w [O, C, kh, kw] (+ bias [O]), square stride and padding.
 at::Tensor Conv2dOp(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
                     int64_t stride, int64_t padding);
+
+// ReLU, a + b (same shapes), two uses of one tensor, and the spatial mean of [N, C, H, W]: ATen's
+// arithmetic, with backward passes that carry magnitudes (ROUNDING.md "Magnitudes"), so
+// that gradients every party computes alike (sums and masks of rounded gradients) are known
+// as such at the next boundary.
+at::Tensor ReluOp(const at::Tensor& x);
+at::Tensor AddOp(const at::Tensor& a, const at::Tensor& b);
+std::pair<at::Tensor, at::Tensor> ForkOp(const at::Tensor& x);
+at::Tensor AvgPoolOp(const at::Tensor& x);
 
 // GELU, tanh approximation (ATen's kernels), offering magnitudes for its output and its input
 // gradient.

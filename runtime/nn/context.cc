@@ -112,19 +112,19 @@ void StepContext::OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitud
     it = it->second.storage.expired() ? offers_.erase(it) : std::next(it);
   }
   offers_.erase(x.data_ptr());
-  offers_.emplace(x.data_ptr(), Offer{x.storage().getWeakStorageImpl(), x.numel(), magnitude});
+  offers_.emplace(x.data_ptr(), Offer{x.storage().getWeakStorageImpl(), x.numel(),
+                                      static_cast<uint32_t>(x._version()), magnitude});
 }
 
-at::Tensor StepContext::TakeOffer(const at::Tensor& x) {
+at::Tensor StepContext::OfferedFor(const at::Tensor& x) const {
   if (offers_.empty() || !x.defined() || !x.is_contiguous() || x.numel() == 0) return at::Tensor();
   auto it = offers_.find(x.data_ptr());
   if (it == offers_.end()) return at::Tensor();
-  at::Tensor m;
-  // Freed memory at the same address, or a part of the offered values, is not them.
-  if (!it->second.storage.expired() && it->second.numel == x.numel())
-    m = std::move(it->second.magnitude);
-  offers_.erase(it);
-  return m;
+  // Freed memory at the same address, a part of the offered values, or values changed in
+  // place since: not the offered values.
+  const Offer& o = it->second;
+  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return at::Tensor();
+  return o.magnitude;
 }
 
 void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
@@ -167,7 +167,7 @@ void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
                                 bool owned, const at::Tensor& magnitude) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
-  at::Tensor m = magnitude.defined() ? magnitude : TakeOffer(x);
+  at::Tensor m = magnitude.defined() ? magnitude : OfferedFor(x);
   return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m)
                          : RoundedNamed(prefix_ + boundary, x, call, owned, m);
 }
@@ -195,16 +195,23 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   // its own (ROUNDING.md "Magnitudes": such values are elementwise in values both parties
   // hold, since every order-dependent value is rounded where it is made).
   at::Tensor magnitude;
+  bool agreed = false;  // a zero magnitude: values every party computes alike
   if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
-    magnitude = offered;
     s.magnitudes += 1;
+    agreed = offered.dim() == 0;
+    if (!agreed) magnitude = offered;
   }
-  options.own_magnitude = !magnitude.defined();
+  options.own_magnitude = !magnitude.defined() && !agreed;
+  if (agreed) options.alpha = 0.0;
   if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
     (*capture_)[{boundary, call}] = input.detach().clone();
   }
-  if (compare_ != nullptr)
-    Compare(boundary, call, input, magnitude.defined() ? magnitude : input.abs());
+  if (compare_ != nullptr) {
+    Compare(boundary, call, input,
+            magnitude.defined() ? magnitude
+            : agreed            ? at::zeros_like(input)
+                                : input.abs());
+  }
   // A tensor the caller hands over is rounded in its own storage: no allocation, and no
   // second pass over fresh memory. (Tampering needs the input after rounding.)
   const bool tampers = mode_ == Mode::kLog && Tampers(boundary);

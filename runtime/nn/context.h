@@ -191,9 +191,11 @@ class StepContext {
   // absolute term (alpha > 0) in logging or replay, and while calibrating (set_compare).
   bool magnitudes_wanted() const { return magnitudes_wanted_; }
   void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
-  // The magnitude offered for x, removed (undefined when none): boundaries take theirs, and
-  // ops that pass a tensor's magnitude on (MoveOffer) or bound their terms by it.
-  at::Tensor TakeOffer(const at::Tensor& x);
+  // The magnitude offered for x (undefined when none): boundaries read theirs, and ops that
+  // pass a tensor's magnitude on. An offer holds while x's memory lives and x is not changed
+  // in place (autograd's in-place accumulation of gradients changes it: the sum is another
+  // value). A 0-dim zero magnitude (ZeroMagnitude) marks values every party computes alike.
+  at::Tensor OfferedFor(const at::Tensor& x) const;
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
   // it is removed from the context.
@@ -290,6 +292,7 @@ class StepContext {
   struct Offer {
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;
     int64_t numel = 0;
+    uint32_t version = 0;  // x's version counter when offered
     at::Tensor magnitude;
   };
   std::map<const void*, Offer> offers_;

@@ -136,13 +136,7 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
 at::Tensor Gelu(const at::Tensor& x, const std::string& name) { return Boundary(GeluOp(x), name); }
 
 at::Tensor GlobalAvgPool(const at::Tensor& x, const std::string& name) {
-  const double count = static_cast<double>(x.size(2) * x.size(3));
-  at::Tensor y = vt::Sum(x, {2, 3}) / count;
-  if (MagnitudesWanted()) {
-    at::NoGradGuard no_grad;
-    OfferMagnitude(y, x.detach().abs().sum({2, 3}) / count);
-  }
-  return Boundary(y, name);
+  return Boundary(AvgPoolOp(x), name);
 }
 
 at::Tensor CrossEntropy(const at::Tensor& logits, const at::Tensor& targets) {

@@ -8,6 +8,8 @@
 //   product  y = a b (+ bias):   m_ij = ||a_i|| ||b_j|| (+ |bias_j|)   (Cauchy-Schwarz)
 //   sum      y = sum_k t_k:      m = sum_k |t_k|
 //   elementwise, no cancellation (softmax, log-softmax, sums of positive terms): m = |y|
+//   values every party computes alike (a boundary's rounded output, and what masks, copies
+//   and sums make of such values): m = 0, ZeroMagnitude()
 //
 // These helpers compute them without autograd (the magnitudes are not differentiated).
 #pragma once
@@ -22,6 +24,17 @@ at::Tensor RowNorms(const at::Tensor& t);
 at::Tensor ColNorms(const at::Tensor& t);
 // The magnitude of a [..., m, k] @ b [..., k, n]: RowNorms(a) * ColNorms(b), [..., m, n].
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b);
+
+// The magnitude of values every party computes bit for bit alike (0-dim zero): a window's
+// absolute term is 0 for them.
+at::Tensor ZeroMagnitude();
+bool IsZeroMagnitude(const at::Tensor& m);
+
+// The magnitude of the terms in an op's incoming gradient g: the one offered for g, else |g|
+// (a value no op gave a magnitude is its own, ROUNDING.md "Magnitudes"). May be
+// ZeroMagnitude(); Materialized() makes it a tensor of g's shape.
+at::Tensor IncomingMagnitude(const at::Tensor& g);
+at::Tensor Materialized(const at::Tensor& m, const at::Tensor& like);
 
 // Moves the magnitude offered for `from` (if any) to `to = from * factor` (factor > 0),
 // scaled by `factor`: for an op's output that the caller scales before its boundary.

@@ -52,7 +52,7 @@ class Mlp : public Model {
     for (size_t i = 0; i < layers_.size(); ++i) {
       x = layers_[i]->Forward(x);
       if (i + 1 < layers_.size()) {
-        x = at::relu(x);
+        x = ReluOp(x);
         x = Dropout(x, config_.dropout, training(), layers_[i]->name() + ".dropout");
       }
     }
@@ -86,11 +86,15 @@ class BasicBlock : public Module {
                                 std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
     }
   }
+  // ReluOp, AddOp and ForkOp are relu, + and two uses of x whose backward passes carry
+  // magnitudes: the sums of rounded gradients along the shortcuts are known to be computed
+  // alike by every party, and need no log entry at the batch norms' outputs.
   at::Tensor Forward(const at::Tensor& x) {
-    at::Tensor out = at::relu(bn1_->Forward(conv1_->Forward(x)));
+    auto [into, around] = ForkOp(x);
+    at::Tensor out = ReluOp(bn1_->Forward(conv1_->Forward(into)));
     out = bn2_->Forward(conv2_->Forward(out));
-    at::Tensor shortcut = down_conv_ ? down_bn_->Forward(down_conv_->Forward(x)) : x;
-    return at::relu(out + shortcut);
+    at::Tensor shortcut = down_conv_ ? down_bn_->Forward(down_conv_->Forward(around)) : around;
+    return ReluOp(AddOp(out, shortcut));
   }
 
  private:
@@ -121,12 +125,13 @@ class Bottleneck : public Module {
                                 std::make_shared<BatchNorm2d>(out, Join(name, "downsample.1")));
     }
   }
-  at::Tensor Forward(const at::Tensor& x) {
-    at::Tensor out = at::relu(bn1_->Forward(conv1_->Forward(x)));
-    out = at::relu(bn2_->Forward(conv2_->Forward(out)));
+  at::Tensor Forward(const at::Tensor& x) {  // as BasicBlock's
+    auto [into, around] = ForkOp(x);
+    at::Tensor out = ReluOp(bn1_->Forward(conv1_->Forward(into)));
+    out = ReluOp(bn2_->Forward(conv2_->Forward(out)));
     out = bn3_->Forward(conv3_->Forward(out));
-    at::Tensor shortcut = down_conv_ ? down_bn_->Forward(down_conv_->Forward(x)) : x;
-    return at::relu(out + shortcut);
+    at::Tensor shortcut = down_conv_ ? down_bn_->Forward(down_conv_->Forward(around)) : around;
+    return ReluOp(AddOp(out, shortcut));
   }
 
  private:
@@ -172,7 +177,7 @@ class ResNet : public Model {
     if (inputs.dim() != 4 || inputs.size(1) != config_.in_channels) {
       throw Error("resnet: expected inputs [N, " + Str(config_.in_channels) + ", H, W]");
     }
-    at::Tensor x = at::relu(bn1_->Forward(conv1_->Forward(inputs)));
+    at::Tensor x = ReluOp(bn1_->Forward(conv1_->Forward(inputs)));
     for (auto& b : basic_) x = b->Forward(x);
     for (auto& b : bottleneck_) x = b->Forward(x);
     return fc_->Forward(GlobalAvgPool(x, "avgpool"));

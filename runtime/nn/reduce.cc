@@ -229,13 +229,11 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     const at::Tensor& g = grads[0];
     const int64_t rows = ctx->saved_data["rows"].toInt();
     at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows);
-    StepContext* step = StepContext::Current();
-    if (step != nullptr && step->magnitudes_wanted()) {
+    if (MagnitudesWanted()) {
       // The terms are the incoming gradient's values, or the magnitude of their own terms
       // where the op that made them offered one (a broadcast sum's).
       at::NoGradGuard no_grad;
-      at::Tensor terms = step->TakeOffer(g);
-      if (!terms.defined()) terms = g.abs();
+      const at::Tensor terms = Materialized(IncomingMagnitude(g), g);
       AddGradMagnitude(
           saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows));
     }

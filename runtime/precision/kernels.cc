@@ -78,10 +78,9 @@ VT_PRECISION_INLINE bool AnyWide(const double* __restrict x, const double* __res
   return any != 0;
 }
 
-// Whether a magnitude m (per element) fails its contract for |x| = a: m finite, >= 0 and a
-// bound of a up to the parties' rounding (MagnitudeSlack). Branch-free.
-VT_PRECISION_INLINE uint64_t BadMagnitude(double a, double m) {
-  return static_cast<uint64_t>(!(m >= 0.0) | !(m < kInfinity) | (a > m * kMagnitudeSlack));
+// Whether a magnitude m (per element) fails its contract: finite and >= 0. Branch-free.
+VT_PRECISION_INLINE uint64_t BadMagnitude(double m) {
+  return static_cast<uint64_t>(!(m >= 0.0) | !(m < kInfinity));
 }
 
 // Values per block whose wide-window check decides which loop runs: 512 bytes, still in L1
@@ -131,7 +130,7 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
       const double xi = kInPlace ? io[i] : x[i];
       const double ai = BitsDouble(DoubleBits(xi) & ~kSignBit);
       const double as = AbsoluteTerm<kMag>(ai, mag, i, alpha, alpha_scale);
-      if (kMag == kArray) bm |= BadMagnitude(ai, mag[i]);
+      if (kMag == kArray) bm |= BadMagnitude(mag[i]);
       io[i] = BitsDouble(RoundOne<kLog, kWide>(xi, k, band, as, &s, &st, &b));
       if (kLog) {
         d += s == 1;
@@ -223,7 +222,7 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
       const double xi = kInPlace ? io[i] : x[i];
       const double ai = BitsDouble(DoubleBits(xi) & ~kSignBit);
       const double as = AbsoluteTerm<kMag>(ai, mag, i, alpha, alpha_scale);
-      if (kMag == kArray) bm |= BadMagnitude(ai, mag[i]);
+      if (kMag == kArray) bm |= BadMagnitude(mag[i]);
       io[i] = BitsDouble(ReplayOne<kWide>(xi, states[i], k, band, as, &c, &il, &nm, &st, &b));
     }
     corrections += c;

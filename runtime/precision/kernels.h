@@ -34,10 +34,9 @@ struct KernelParams {
   bool own_magnitude = false;
 };
 
-// A per-element magnitude m must bound |x| up to both parties' rounding of m: |x| <= m *
-// kMagnitudeSlack. The same factor is the auditor's slack on its own m' (round.cc): two
-// parties' magnitudes of one value differ by rounding only (relative 2^-30 or less for sums of
-// fewer than 2^22 terms), far inside it.
+// The auditor's slack on its own magnitudes m' (round.cc): two parties' magnitudes of one
+// value differ by rounding only (relative 2^-30 or less for sums of fewer than 2^22 terms),
+// far inside it.
 constexpr double kMagnitudeSlack = 1.0 + 0x1p-16;
 
 // What a RoundSpan call saw. Counts add up over calls (callers zero them first).
@@ -51,7 +50,7 @@ struct RoundTally {
   // Some element was NaN or infinite, or rounded to 2^128 or beyond. The outputs of that
   // span are then meaningless; the caller finds the first offender with the scalar helpers.
   bool out_of_range = false;
-  // A per-element magnitude was NaN, infinite, negative or below |x| (kMagnitudeSlack).
+  // A per-element magnitude was NaN, infinite or negative.
   bool bad_magnitude = false;
 };
 

@@ -54,8 +54,8 @@ struct BoundaryContext {
 // A per-element magnitude (ROUNDING.md "The window"): `magnitude`, when defined, is a CPU
 // float64 tensor with x's element count whose element i bounds the size of the terms x[i]
 // was computed from; the window's absolute term is then alpha * magnitude[i] instead of
-// alpha * max|x|. It must be finite, >= 0 and at least |x[i]| (up to kMagnitudeSlack);
-// otherwise vt::Error names the boundary, step and index. The auditor's Replay widens its own
+// alpha * max|x|. It must be finite and >= 0; otherwise vt::Error names the boundary, step
+// and index. The auditor's Replay widens its own
 // magnitudes by kMagnitudeSlack for its checks (the parties' magnitudes differ by rounding).
 
 struct RoundStats {
