@@ -151,6 +151,10 @@ function M.calibrate(options)
   local t0 = vt.clock()
   local acc = {}
   local replay_problems = 0
+  -- The first boundary where an in-process auditor's rounded values left the trainer's: the
+  -- spec's windows did not cover the divergence there, so later boundaries were measured on
+  -- other upstream values (overstating them, and refusing exact windows that would hold).
+  local replay_divergence
   -- One pass per group of boundary kinds: the reference keeps the FP64 inputs of one step
   -- of those kinds only (passes = 2 keeps update-kind boundaries, as large as the model
   -- several times over, apart from the others).
@@ -191,6 +195,9 @@ function M.calibrate(options)
         if o.auditor then
           local ra = o.auditor:step(records, {compare = rt.captured})
           replay_problems = replay_problems + ra.illegitimate + ra.log_mismatches
+          if ra.divergence and replay_divergence == nil then
+            replay_divergence = "profile '" .. o.name .. "': " .. ra.divergence
+          end
           add_stats(acc, keep(ra.divergence_stats))
         else
           if capture_path == nil then
@@ -264,8 +271,13 @@ function M.calibrate(options)
   vt.fs.remove(dir)
   local self = setmetatable({round = round, boundaries = acc, profiles = profiles, steps = steps, safety = safety,
                              floor = floor, band = band, exact_updates = exact_updates, seconds = vt.clock() - t0,
-                             replay_problems = replay_problems},
+                             replay_problems = replay_problems, replay_divergence = replay_divergence},
                             Calibration)
+  if replay_divergence then
+    io.stderr:write("vt.calibrate: warning: the replay left the trainer's values at " .. replay_divergence ..
+                    "; calibrate a spec whose windows have an absolute term (e.g. round = {bits = 32, " ..
+                    "band = 0.25, alpha = 2^-40}) so that every profile measures the same upstream values\n")
+  end
   return self
 end
 
