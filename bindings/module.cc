@@ -78,6 +78,7 @@ int OpenVtCore(lua_State* L) {
   OpenProcess(L);
   OpenFs(L);
   OpenDist(L);
+  OpenNn(L);
   return 1;
 }
 

@@ -117,6 +117,47 @@ std::optional<std::string> FieldString(lua_State* L, int idx, const char* api, c
   return out;
 }
 
+// vt.nn.model{...}: {type = "lua", source = text, args = {name = number | string | boolean}}.
+// The source and arguments enter the spec as model.source and model.arg.<name>.
+void ReadLuaModel(lua_State* L, int model, std::map<std::string, std::string>* f) {
+  const char* api = "vt.spec";
+  lua_getfield(L, model, "source");
+  if (lua_type(L, -1) != LUA_TSTRING)
+    Fail(L, api, "option 'model' of type lua must come from vt.nn.model (it has no source)");
+  size_t len = 0;
+  const char* source = lua_tolstring(L, -1, &len);
+  if (len > (size_t{1} << 20)) Fail(L, api, "a model's source may have at most 1 MiB");
+  (*f)["model.source"] = train::EscapeSpecText(std::string_view(source, len));
+  lua_pop(L, 1);
+  lua_getfield(L, model, "args");
+  if (lua_istable(L, -1)) {
+    const int args = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, args) != 0) {
+      if (lua_type(L, -2) != LUA_TSTRING) Fail(L, api, "model args must have names as keys");
+      const std::string key = std::string("model.arg.") + lua_tostring(L, -2);
+      switch (lua_type(L, -1)) {
+        case LUA_TNUMBER:
+          (*f)[key] = Num(lua_tonumber(L, -1));
+          break;
+        case LUA_TBOOLEAN:
+          (*f)[key] = lua_toboolean(L, -1) ? "true" : "false";
+          break;
+        case LUA_TSTRING: {
+          size_t n = 0;
+          const char* text = lua_tolstring(L, -1, &n);
+          (*f)[key] = "\"" + train::EscapeSpecText(std::string_view(text, n)) + "\"";
+          break;
+        }
+        default:
+          Fail(L, api, key + " must be a number, string or boolean");
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
 void ReadWindow(lua_State* L, int idx, const char* api, const std::string& prefix,
                 std::map<std::string, std::string>* f) {
   CheckOptions(L, idx, api, {"band", "alpha"});
@@ -137,15 +178,23 @@ int SpecNew(lua_State* L) {
   if (!lua_istable(L, -1))
     Fail(L, api, "option 'model' is required: a table from vt.models.mlp/resnet/gpt2");
   int model = lua_gettop(L);
-  auto type = FieldString(L, model, api, "type");
-  if (!type || (*type != "mlp" && *type != "resnet" && *type != "gpt2")) {
-    Fail(L, api, "option 'model' must come from vt.models.mlp, vt.models.resnet or vt.models.gpt2");
+  lua_getfield(L, model, "type");
+  const std::string type = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  if (type != "mlp" && type != "resnet" && type != "gpt2" && type != "lua") {
+    Fail(L, api,
+         "option 'model' must come from vt.models.mlp, vt.models.resnet, vt.models.gpt2 or "
+         "vt.nn.model");
   }
-  f["model.type"] = *type;
-  // Fields the script leaves out take the model's own defaults (runtime/nn/models.h), so a
-  // spec made from vt.models.gpt2{layers = 4} names every field.
-  for (const auto& [key, value] : nn::DefaultModelFields(*type)) {
-    f["model." + key] = FieldString(L, model, api, key.c_str()).value_or(value);
+  f["model.type"] = type;
+  if (type == "lua") {
+    ReadLuaModel(L, model, &f);
+  } else {
+    // Fields the script leaves out take the model's own defaults (runtime/nn/models.h), so a
+    // spec made from vt.models.gpt2{layers = 4} names every field.
+    for (const auto& [key, value] : nn::DefaultModelFields(type)) {
+      f["model." + key] = FieldString(L, model, api, key.c_str()).value_or(value);
+    }
   }
   // Data.
   lua_getfield(L, 1, "data");
@@ -239,6 +288,15 @@ int SpecNew(lua_State* L) {
     f["data.name"] = name;
     f["data.digest"] = d->digest();
     for (const auto& [k, v] : d->settings()) f["data." + k] = v;
+    if (type == "lua") {
+      // The module tree and state the source builds enter the spec with it.
+      std::map<std::string, std::string> model_fields;
+      for (const auto& [k, v] : f)
+        if (k.rfind("model.", 0) == 0) model_fields[k.substr(6)] = v;
+      const uint64_t seed = std::stoull(f["seed"]);
+      auto built = train::ModelBuilderFor("lua")(model_fields, seed, train::kMaxModelValues);
+      for (const auto& [k, v] : built->config()) f["model." + k] = v;
+    }
     if (!init_path.empty()) {
       // Imported initial weights: the spec commits to their digest (model.init).
       auto model = train::Spec::FromFields(f).BuildModel();

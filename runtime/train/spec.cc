@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -24,11 +25,26 @@ const std::set<std::string>& ModelKeys(const std::string& type) {
       {"mlp", {"input_shape", "hidden", "classes", "dropout"}},
       {"resnet", {"depth", "width", "in_channels", "classes"}},
       {"gpt2", {"layers", "d_model", "heads", "vocab", "context", "dropout"}},
+      {"lua", {"source", "module"}},  // and the prefixes in IsLuaModelKey
   };
   auto it = keys.find(type);
   if (it == keys.end())
-    throw Error("spec: model.type must be mlp, resnet or gpt2, got '" + type + "'");
+    throw Error("spec: model.type must be mlp, resnet, gpt2 or lua, got '" + type + "'");
   return it->second;
+}
+
+// model.arg.<name>, model.module.<path>, model.state.<name> (a Lua-defined model's fields).
+bool IsLuaModelKey(const std::string& rest) {
+  for (const char* prefix : {"arg.", "module.", "state."}) {
+    const size_t n = std::strlen(prefix);
+    if (rest.size() > n && rest.compare(0, n, prefix) == 0) return true;
+  }
+  return false;
+}
+
+std::map<std::string, ModelBuilder>& Builders() {
+  static std::map<std::string, ModelBuilder> builders;
+  return builders;
 }
 
 const std::set<std::string> kOptimKeys = {"kind",         "lr",     "momentum",  "nesterov",
@@ -124,8 +140,10 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
                   "' has a key or value that cannot be encoded (no '=' in keys, no newlines)");
     }
     bool ok = top.count(key) > 0;
-    if (key.rfind("model.", 0) == 0)
-      ok = key == "model.type" || key == "model.init" || model_keys.count(key.substr(6)) > 0;
+    if (key.rfind("model.", 0) == 0) {
+      ok = key == "model.type" || key == "model.init" || model_keys.count(key.substr(6)) > 0 ||
+           (type->second == "lua" && IsLuaModelKey(key.substr(6)));
+    }
     if (key.rfind("data.", 0) == 0) ok = key.size() > 5;
     if (key.rfind("optim.", 0) == 0) ok = kOptimKeys.count(key.substr(6)) > 0;
     if (key.rfind("round.", 0) == 0) {
@@ -142,6 +160,7 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
     if (!ok) {
       std::string valid;
       for (const auto& m : model_keys) valid += "model." + m + ", ";
+      if (type->second == "lua") valid += "model.arg.*, model.module.*, model.state.*, ";
       throw Error("spec: unknown field '" + key +
                   "' (valid: version, seed, batch, steps, checkpoint_every, shards, model.type, "
                   "model.init, " +
@@ -173,8 +192,19 @@ void CheckDataFields(const Reader& r) {
 
 // An upper bound on the number of parameters and buffers of the spec's model, from its
 // fields alone (mirroring models.cc; in double, so hostile sizes cannot overflow it).
-double ModelValuesBound(const Reader& r) {
+double ModelValuesBound(const Reader& r, const std::map<std::string, std::string>& fields) {
   const std::string& type = r.Str("model.type");
+  if (type == "lua") {
+    // The declared state (checked against what the source builds, which may not allocate more).
+    double total = 0;
+    for (auto it = fields.lower_bound("model.state."); it != fields.end(); ++it) {
+      if (it->first.rfind("model.state.", 0) != 0) break;
+      double n = 1;
+      for (int64_t d : r.Ints(it->first)) n *= static_cast<double>(d);
+      total += n;
+    }
+    return total;
+  }
   auto linear = [](double in, double out) { return in * out + out; };
   if (type == "mlp") {
     double in = 1;
@@ -240,7 +270,7 @@ Spec Spec::FromFields(std::map<std::string, std::string> fields, double max_mode
   CheckDataFields(r);
   spec.Optimizer().Validate();
   spec.Windows().Validate();
-  const double values = ModelValuesBound(r);
+  const double values = ModelValuesBound(r, spec.fields_);
   if (values > max_model_values) {
     char text[64];
     std::snprintf(text, sizeof text, "%.3g", values);
@@ -333,6 +363,7 @@ int64_t Spec::checkpoint_every() const {
 std::shared_ptr<nn::Model> Spec::BuildModel() const {
   Reader r(fields_);
   const std::string& type = r.Str("model.type");
+  if (type == "lua") return BuildRegisteredModel();
   if (type == "mlp") {
     nn::MlpConfig c;
     c.input_shape = r.Ints("model.input_shape");
@@ -358,6 +389,118 @@ std::shared_ptr<nn::Model> Spec::BuildModel() const {
   c.context = r.Int("model.context", 1, 1 << 20);
   c.dropout = r.Double("model.dropout");
   return nn::MakeGpt2(c, seed());
+}
+
+std::shared_ptr<nn::Model> Spec::BuildRegisteredModel() const {
+  const std::string& type = fields_.at("model.type");
+  std::map<std::string, std::string> model_fields;
+  for (auto it = fields_.lower_bound("model."); it != fields_.end(); ++it) {
+    if (it->first.rfind("model.", 0) != 0) break;
+    if (it->first != "model.init") model_fields[it->first.substr(6)] = it->second;
+  }
+  const double declared = ModelValuesBound(Reader(fields_), fields_);
+  std::shared_ptr<nn::Model> model = ModelBuilderFor(type)(model_fields, seed(), declared);
+  // The spec commits to the architecture twice: the source, and the module tree and state it
+  // builds (readable, and what a difference between two specs is named by). They must agree.
+  std::map<std::string, std::string> built = model->config();
+  built["type"] = type;
+  for (const auto& [key, value] : built) {
+    auto it = model_fields.find(key);
+    if (it == model_fields.end())
+      throw Error("spec: model." + key + " (" + value + ") is what model.source builds, and the " +
+                  "spec does not have it");
+    if (it->second != value)
+      throw Error("spec: model." + key + " is " + it->second + " in the spec, but model.source " +
+                  "builds " + value);
+  }
+  for (const auto& [key, value] : model_fields) {
+    if (!built.count(key))
+      throw Error("spec: model." + key + " is in the spec, but model.source builds no such " +
+                  (key.rfind("state.", 0) == 0 ? "parameter or buffer" : "module or argument"));
+  }
+  return model;
+}
+
+void RegisterModelType(const std::string& type, ModelBuilder builder) {
+  Builders()[type] = std::move(builder);
+}
+
+const ModelBuilder& ModelBuilderFor(const std::string& type) {
+  auto it = Builders().find(type);
+  if (it == Builders().end())
+    throw Error("spec: model.type " + type + " is built by the vtrun host (vt.nn); this program " +
+                "cannot build it");
+  return it->second;
+}
+
+std::string EscapeSpecText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 16);
+  for (unsigned char c : text) {
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[5];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out;
+}
+
+std::string UnescapeSpecText(std::string_view s, const std::string& what) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = s[i];
+    if (c < 0x20 || c == 0x7f)
+      throw Error("spec: " + what + " has an unescaped control byte at character " +
+                  std::to_string(i + 1));
+    if (c != '\\') {
+      out += static_cast<char>(c);
+      continue;
+    }
+    if (i + 1 >= s.size()) throw Error("spec: " + what + " ends in a lone backslash");
+    const char e = s[++i];
+    if (e == '\\') {
+      out += '\\';
+    } else if (e == 'n') {
+      out += '\n';
+    } else if (e == 'r') {
+      out += '\r';
+    } else if (e == 't') {
+      out += '\t';
+    } else if (e == 'x' && i + 2 < s.size()) {
+      const std::string hex(s.substr(i + 1, 2));
+      char* end = nullptr;
+      const long v = std::strtol(hex.c_str(), &end, 16);
+      if (*end != '\0' || hex.find_first_not_of("0123456789abcdef") != std::string::npos ||
+          !(v < 0x20 || v == 0x7f) || v == '\n' || v == '\r' || v == '\t')
+        throw Error("spec: " + what + " has a non-canonical escape \\x" + hex + " at character " +
+                    std::to_string(i));
+      out += static_cast<char>(v);
+      i += 2;
+    } else {
+      throw Error("spec: " + what + " has an unknown escape \\" + std::string(1, e) +
+                  " at character " + std::to_string(i) + " (allowed: \\\\ \\n \\r \\t \\xHH)");
+    }
+  }
+  return out;
 }
 
 std::string Spec::InitDigest() const {

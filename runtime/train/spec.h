@@ -12,7 +12,8 @@
 // Known keys (anything else is an error naming the key and the valid ones):
 //   version, seed, batch, steps, checkpoint_every, shards (data-parallel shards of each batch,
 //   train/engine.h ShardPlan; absent means 1, and 1 is never written),
-//   model.type (mlp|resnet|gpt2) and that model's fields (model.layers, ...),
+//   model.type (mlp|resnet|gpt2|lua) and that model's fields (model.layers, ...; a Lua-defined
+//   model, vt.nn: model.source, model.arg.<name>, model.module[.<path>], model.state.<name>),
 //   model.init (optional: hex SHA-256 of the initial weights' canonical encoding, when they
 //   come from a safetensors file instead of the seed),
 //   data.kind, data.name, data.digest, data.<setting> (the data set's settings()),
@@ -22,6 +23,7 @@
 // Paths are not part of a spec (they differ between machines); the data digest is.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +45,23 @@ constexpr const char* kSpecVersion = "2";
 // a spec builds its model, and a spec is untrusted input (a trainer discloses it to every
 // auditor and judge), so the size is checked from the fields before anything is allocated.
 constexpr double kMaxModelValues = 2147483648.0;
+
+// Builds a model of a type the runtime does not define itself (the vtrun host registers "lua",
+// models written with vt.nn): from the spec's model fields without their "model." prefix
+// (type, source, arg.*; module.* and state.* are ignored), the run's seed, and the most
+// parameter and buffer values it may allocate (an error past that). The model's config()
+// must give back every model field but type and init, module.* and state.* included.
+using ModelBuilder = std::function<std::shared_ptr<nn::Model>(
+    const std::map<std::string, std::string>& model_fields, uint64_t seed, double max_values)>;
+void RegisterModelType(const std::string& type, ModelBuilder builder);
+// The builder of `type`, or throws vt::Error saying this program cannot build such models.
+const ModelBuilder& ModelBuilderFor(const std::string& type);
+
+// Text in a spec value (a model's Lua source, a string argument): backslash, newline, carriage
+// return and tab as \\ \n \r \t, other control bytes as \xHH (lowercase), everything else
+// as it is. One spelling per text: Unescape throws vt::Error on any other escape.
+std::string EscapeSpecText(std::string_view text);
+std::string UnescapeSpecText(std::string_view escaped, const std::string& what);
 
 class Spec {
  public:
@@ -84,6 +103,9 @@ class Spec {
   void CheckData(const data::Dataset& data) const;
 
  private:
+  // A model of a registered type (RegisterModelType), checked against the spec's model fields.
+  std::shared_ptr<nn::Model> BuildRegisteredModel() const;
+
   std::map<std::string, std::string> fields_;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/train/spec_check.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -8,6 +10,34 @@
 #include "runtime/common/error.h"
 
 namespace vt::train {
+
+namespace {
+
+// Long values (a Lua model's source) are named by where they first differ, not printed whole.
+std::string Excerpt(const std::string& value, size_t at) {
+  const size_t start = at > 20 ? at - 20 : 0;
+  std::string out = value.substr(start, 60);
+  return (start > 0 ? "..." : "") + out + (start + 60 < value.size() ? "..." : "");
+}
+
+std::string FieldDifference(const std::string& key, const std::string& mine,
+                            const std::string& theirs, const std::string& there_name) {
+  if (mine.size() <= 120 && theirs.size() <= 120)
+    return key + " is " + mine + " here, " + theirs + " in " + there_name;
+  size_t at = 0;
+  while (at < mine.size() && at < theirs.size() && mine[at] == theirs[at]) ++at;
+  // Escaped newlines ("\\n") count the lines of a source.
+  size_t line = 1;
+  for (size_t i = 0; i + 1 < at; ++i) {
+    if (mine[i] == '\\' && mine[i + 1] == 'n') ++line;
+    if (mine[i] == '\\') ++i;
+  }
+  return key + " differs from character " + std::to_string(at + 1) + " (line " +
+         std::to_string(line) + "): '" + Excerpt(mine, at) + "' here, '" + Excerpt(theirs, at) +
+         "' in " + there_name;
+}
+
+}  // namespace
 
 std::string SpecDifference(const Spec& here, const Spec& there, const std::string& there_name,
                            size_t limit) {
@@ -25,7 +55,7 @@ std::string SpecDifference(const Spec& here, const Spec& there, const std::strin
     if (++differing > limit) continue;
     const std::string mine = ia == a.end() ? "absent" : ia->second;
     const std::string theirs = ib == b.end() ? "absent" : ib->second;
-    out += (out.empty() ? "" : "; ") + k + " is " + mine + " here, " + theirs + " in " + there_name;
+    out += (out.empty() ? "" : "; ") + FieldDifference(k, mine, theirs, there_name);
   }
   if (differing > limit) out += "; and " + std::to_string(differing - limit) + " more";
   return out;
@@ -88,6 +118,39 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// A model defined in Lua has no fields to compare with the data: it runs (without a step, so
+// without rounding or gradients) on the first two examples, and its output must have one row
+// of at least classes() values per target.
+std::string LuaModelMisfit(const Spec& spec, const data::Dataset& data) {
+  const int64_t n = std::min<int64_t>(2, data.size());
+  if (n < 1) return "";
+  std::vector<int64_t> indices;
+  for (int64_t i = 0; i < n; ++i) indices.push_back(i);
+  const data::Batch batch = data.Get(indices, spec.seed(), 0);
+  at::Tensor out;
+  try {
+    at::NoGradGuard no_grad;
+    std::shared_ptr<nn::Model> model = spec.BuildModel();
+    out = model->Forward(batch.inputs);
+  } catch (const std::exception& e) {
+    return "the model's forward fails on the data's examples " + Shape(data.input_shape()) + ": " +
+           e.what();
+  }
+  std::vector<int64_t> want = batch.targets.sizes().vec();
+  std::vector<int64_t> got = out.sizes().vec();
+  if (got.size() != want.size() + 1 || !std::equal(want.begin(), want.end(), got.begin())) {
+    want.push_back(data.classes());
+    return "the model's outputs for a batch of " + std::to_string(n) + " are " + Shape(got) +
+           "; the data's targets need " + Shape(want) + " (one row of class scores per target)";
+  }
+  if (got.back() < data.classes()) {
+    return "the model's outputs have " + std::to_string(got.back()) +
+           " class scores per target, fewer than the data's " + std::to_string(data.classes()) +
+           " classes";
+  }
+  return "";
+}
+
 std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
   const std::map<std::string, std::string>& f = spec.fields();
   auto field = [&](const std::string& k) {
@@ -124,6 +187,7 @@ std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
     }
     return need_classes("classes");
   }
+  if (type == "lua") return LuaModelMisfit(spec, data);
   if (type == "gpt2") {
     if (shape.size() != 1)
       return "gpt2 takes token sequences [T]; the data's examples are " + Shape(shape);

@@ -15,6 +15,7 @@ local lazy = {
   game = "vt.game",
   calibrate = "vt.calibrate",
   args = "vt.args",
+  nn = "vt.nn",
 }
 
 -- vt.show(v): any value printed in full (the REPL's own printing folds long strings and
