@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "bindings/lua_support.h"
+#include "bindings/nn.h"
 #include "bindings/tensor.h"
 #include "runtime/common/threads.h"
 #include "runtime/common/version.h"

@@ -23,6 +23,5 @@ void OpenDist(lua_State* L);         // vt.dist
 void OpenProcess(lua_State* L);      // vt.process, vt.executable()
 void OpenTrain(lua_State* L);        // vt.models, vt.optim, vt.spec, vt.train (train.cc)
 void OpenRunner(lua_State* L);       // vt.trainer, vt.auditor (runner.cc)
-void OpenNn(lua_State* L);           // vt.core.nn_* for vt.nn, the "lua" model type (nn.cc)
 
 }  // namespace vt::lua

@@ -10,12 +10,13 @@
 //
 // vt.core functions used by nn.lua: nn_make (a layer of the model being built), nn_call (its
 // forward), nn_relu, nn_add, nn_fork, nn_gelu, nn_tanh, nn_sigmoid, nn_avgpool, nn_maxpool,
-// nn_dropout, nn_training.
+// nn_dropout, nn_tied, nn_training.
+#include "bindings/nn.h"
+
 #include <ATen/ATen.h>
 #include <luajit.h>
 
 #include <functional>
-#include <lua.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,8 +38,8 @@ namespace {
 constexpr const char* kLayerMeta = "vt.nn.Layer";
 constexpr const char* kModelKey = "vt.nn.model";  // registry: the LuaModel of this state
 // Instructions a source may run while building the model, and per forward call.
-constexpr int64_t kBuildBudget = int64_t{1} << 28;
-constexpr int64_t kForwardBudget = int64_t{1} << 28;
+constexpr int64_t kBuildBudget = int64_t{1} << 26;
+constexpr int64_t kForwardBudget = int64_t{1} << 26;
 constexpr int kHookEvery = 1 << 16;
 
 struct Layer {
@@ -60,7 +61,7 @@ const char* g_budget_what = "";
 void BudgetHook(lua_State* L, lua_Debug*) {
   g_budget_left -= kHookEvery;
   if (g_budget_left < 0) {
-    luaL_error(L, "%s ran past its budget of 2^28 Lua instructions (a loop that never ends?)",
+    luaL_error(L, "%s ran past its budget of 2^26 Lua instructions (a loop that never ends?)",
                g_budget_what);
   }
 }
@@ -364,6 +365,23 @@ int NnMaxPool(lua_State* L) {
   });
 }
 
+// x @ E^T with E the weight of embedding layer `layer` (GPT-2's language-model head shares the
+// token embedding's weight), through boundary `name`; its input gradient is rounded at
+// "name.dx" as a Linear's is.
+int NnTied(lua_State* L) {
+  at::Tensor x = CheckTensor(L, 1);
+  LayerPtr& layer = CheckUserdata<LayerPtr>(L, 2, kLayerMeta, "vt.nn layer");
+  const std::string name = CheckString(L, 3);
+  auto embedding = std::dynamic_pointer_cast<nn::Embedding>(layer->module);
+  if (!embedding) ArgError(L, 2, "TiedLinear shares the weight of an Embedding");
+  return Protect(L, "vt.nn.TiedLinear", [&] {
+    PushTensor(L, nn::Boundary(nn::LinearOp(nn::InputGrad(x, name + ".dx"), embedding->weight(),
+                                            at::Tensor()),
+                               name));
+    return 1;
+  });
+}
+
 int NnDropout(lua_State* L) {
   at::Tensor x = CheckTensor(L, 1);
   const double p = CheckNumber(L, 2);
@@ -408,6 +426,7 @@ void OpenNn(lua_State* L) {
       {"nn_avgpool", Named<nn::GlobalAvgPool>},
       {"nn_maxpool", NnMaxPool},
       {"nn_dropout", NnDropout},
+      {"nn_tied", NnTied},
       {"nn_training", NnTraining},
       {nullptr, nullptr},
   };

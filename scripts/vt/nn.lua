@@ -319,6 +319,30 @@ function Attention:make()
   return core.nn_make("CausalSelfAttention", self._path, c.dim, c.heads, c.dropout, c.proj_std)
 end
 
+local TiedLinear = class("TiedLinear")
+-- TiedLinear(embedding): x @ E^T with E the weight of an Embedding of the same model (GPT-2's
+-- language-model head), no bias and no parameters of its own.
+function nn.TiedLinear(embedding)
+  if not is_module(embedding) or embedding.kind ~= "Embedding" then
+    error("vt.nn.TiedLinear: expected an Embedding module", 2)
+  end
+  return new(TiedLinear, {_tied = embedding})
+end
+function TiedLinear:describe()
+  local path = rawget(self._tied, "_path")
+  if path == nil then
+    error("vt.nn.TiedLinear: its Embedding is not part of the model", 0)
+  end
+  return "TiedLinear(weight=" .. path .. ".weight)"
+end
+function TiedLinear:forward(x)
+  local impl = rawget(self._tied, "_impl")
+  if impl == nil then
+    error("vt.nn: TiedLinear's Embedding has no parameters yet (layers get them when a spec builds the model)", 2)
+  end
+  return core.nn_tied(x, impl, self:boundary())
+end
+
 -- Every layer with parameters runs the engine's layer made for it.
 for _, cls in ipairs{Linear, Conv2d, BatchNorm2d, LayerNorm, Embedding, Attention} do
   cls.forward = function(self, x)
@@ -449,7 +473,8 @@ function F.flatten(x) return x:reshape{x:size(1), -1} end
 -- ---------------------------------------------------------------------------------------
 -- Models from sources
 
--- What a model's source may use: the constructors, args and pure Lua libraries.
+-- What a model's source may use: the constructors, args and pure Lua libraries (not print:
+-- a worker process's stdout carries its protocol).
 local function copy(t, without)
   local out = {}
   for k, v in pairs(t) do if not (without and without[k]) then out[k] = v end end
@@ -458,7 +483,7 @@ end
 
 local function sandbox(args)
   local vt = require "vt"
-  local tensor = copy(vt.tensor, {load = true})
+  local tensor = setmetatable(copy(vt.tensor, {load = true}), getmetatable(vt.tensor))
   return {
     vt = {nn = nn, tensor = tensor}, args = args,
     math = copy(math, {random = true, randomseed = true}),
@@ -466,7 +491,7 @@ local function sandbox(args)
     assert = assert, error = error, ipairs = ipairs, next = next, pairs = pairs,
     pcall = pcall, select = select, tonumber = tonumber, tostring = tostring, type = type,
     unpack = unpack, setmetatable = setmetatable, getmetatable = getmetatable,
-    rawget = rawget, rawset = rawset, rawequal = rawequal, print = print,
+    rawget = rawget, rawset = rawset, rawequal = rawequal,
   }
 end
 
@@ -519,7 +544,9 @@ function nn._build(source, args)
     norm = "vt.nn.LayerNorm", exp = "a vt.nn layer", log = "a vt.nn layer", tanh = "vt.nn.Tanh",
     sigmoid = "vt.nn.Sigmoid", pow = "a product x:mul(x)",
   }
+  local no_files = {save = true}
   meta.__index = function(t, key)
+    if no_files[key] then error("vt.nn: a model's forward cannot write files (tensor:" .. key .. ")", 2) end
     local use = refused[key]
     if use then
       error("vt.nn: tensor:" .. key .. " gives different bits on different machines and has " ..
