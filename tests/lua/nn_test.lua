@@ -178,6 +178,12 @@ s:test("an auditor with another model is refused with the difference named", fun
   T.assert_error(function()
     vt.auditor{spec = edited, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn"))}
   end, "model.module.act is Sigmoid here, Tanh in the logs")
+  -- A source that differs only in its text is named by where it differs.
+  local commented = io.open(models .. "cnn.lua"):read("*a"):gsub("local w = ", "local w = -- width\n")
+  local other_text = spec_of(vt.nn.model{source = commented, args = {width = 4}}, data, {steps = 2})
+  T.assert_error(function()
+    vt.auditor{spec = other_text, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn"))}
+  end, "model.source differs from character %d+ %(line %d+%)")
 end)
 
 s:test("a spec whose declared structure disagrees with its source is refused", function()
