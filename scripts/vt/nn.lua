@@ -481,13 +481,63 @@ local function copy(t, without)
   return out
 end
 
+-- The most elements one tensor a source makes may have (2^26: 512 MiB of float64): a spec is
+-- untrusted input, and its source runs wherever the spec is read.
+local MAX_ELEMENTS = 2 ^ 26
+
+local function elements(first, ...)
+  if type(first) == "table" then
+    local n = 1
+    for _, d in ipairs(first) do
+      if type(d) == "number" then n = n * math.abs(d) end
+    end
+    return n
+  end
+  if type(first) == "number" then  -- arange(stop), arange(start, stop [, step])
+    local second, third = ...
+    if type(second) ~= "number" then return math.abs(first) end
+    return math.abs((second - first) / ((type(third) == "number" and third ~= 0) and third or 1))
+  end
+  return 0
+end
+
+local function limited_tensor(tensor)
+  local out = {}
+  for name, fn in pairs(tensor) do
+    if name ~= "load" then
+      out[name] = function(...)
+        if elements(...) > MAX_ELEMENTS then
+          error("vt.tensor." .. name .. ": a model source may make tensors of at most 2^26 elements", 2)
+        end
+        return fn(...)
+      end
+    end
+  end
+  local call = getmetatable(tensor).__call
+  return setmetatable(out, {__call = function(_, values, ...)
+    if type(values) == "table" and #values > MAX_ELEMENTS then
+      error("vt.tensor: a model source may make tensors of at most 2^26 elements", 2)
+    end
+    return call(tensor, values, ...)
+  end})
+end
+
+-- string without dump, and rep limited to 2^24 bytes.
+local safe_string = copy(string, {dump = true})
+safe_string.rep = function(text, n, sep)
+  if type(n) == "number" and n * (#tostring(text) + #(sep or "")) > 2 ^ 24 then
+    error("string.rep: a model source may make strings of at most 2^24 bytes", 2)
+  end
+  return string.rep(text, n, sep)
+end
+
 local function sandbox(args)
   local vt = require "vt"
-  local tensor = setmetatable(copy(vt.tensor, {load = true}), getmetatable(vt.tensor))
+  local tensor = limited_tensor(vt.tensor)
   return {
     vt = {nn = nn, tensor = tensor}, args = args,
     math = copy(math, {random = true, randomseed = true}),
-    string = copy(string, {dump = true}), table = copy(table),
+    string = safe_string, table = copy(table),
     assert = assert, error = error, ipairs = ipairs, next = next, pairs = pairs,
     pcall = pcall, select = select, tonumber = tonumber, tostring = tostring, type = type,
     unpack = unpack, setmetatable = setmetatable, getmetatable = getmetatable,
@@ -528,6 +578,8 @@ end
 -- Called by the host (bindings/nn.cc) in a model's own Lua state: builds the source's module
 -- tree, makes the engine's layers in tree order, and returns what the spec records.
 function nn._build(source, args)
+  -- This state is the model's own: string methods ("x"):rep(n) get the sandbox's limits too.
+  getmetatable("").__index = safe_string
   local root = run_source(source, args)
   bind(root)
   local modules = {}

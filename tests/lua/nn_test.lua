@@ -213,6 +213,13 @@ s:test("model sources get clear errors", function()
   model_error("local f = io.open('x') return vt.nn.Linear(784, 10)", "global 'io'")
   model_error("os.exit(1)", "global 'os'")
   model_error("print(1) return vt.nn.ReLU()", "global 'print'")
+  model_error("local t = vt.tensor.zeros({2^20, 2^20}) return vt.nn.ReLU()", "at most 2%^26 elements")
+  model_error("local t = vt.tensor.arange(2^40) return vt.nn.ReLU()", "at most 2%^26 elements")
+  model_error("local t = vt.tensor.load('x.npy') return vt.nn.ReLU()", "field 'load'")
+  model_error("local t = string.rep('x', 2^31) return vt.nn.ReLU()", "at most 2%^24 bytes")
+  T.assert_error(function()  -- method calls on strings, in the spec's own model state
+    vt.spec.parse((spec_of(vt.nn.model{source = "local t = ('x'):rep(2^20) return vt.nn.Sequential{vt.nn.Flatten(), vt.nn.Linear(784, 10)}"}, data):canonical():gsub("2%^20", "2^31")))
+  end, "at most 2%^24 bytes")
   model_error(string.dump(function() end), "not bytecode")
   model_error("local l = vt.nn.Linear(784, 10) return vt.nn.Sequential{vt.nn.Flatten(), l, l}",
               "placed twice")
