@@ -5,11 +5,15 @@
 -- chosen either way and still passed every legitimacy check (docs/ROUNDING.md). That count,
 -- not the logged one, is what a cheating trainer can choose from (docs/THREAT_MODEL.md).
 --
---   vtrun scripts/experiments/e10_room.lua [model=mlp] [steps=10] [trainer=native] [auditor=splitk4] [cal_steps=3] [out=]
+--   vtrun scripts/experiments/e10_room.lua [model=mlp|resnet|gpt] [steps=10] [trainer=native] [auditor=splitk4] [cal_steps=3] [cal_alpha=2^-40] [out=]
+--
+-- Calibrated windows come from vt.calibrate over the trainer's and the auditor's profiles,
+-- replaying under band 0.25 plus `cal_alpha` against per-element magnitudes (as E3 does), so
+-- they follow each value's own error (docs/ROUNDING.md, "Magnitudes").
 --
 -- Last line: JSON {window = {elements, logged, steerable, illegitimate, roots_equal}}.
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
-local a = lib.args({model = "mlp", steps = 10, trainer = "native", auditor = "splitk4", cal_steps = 3, out = ""}, arg)
+local a = lib.args({model = "mlp", steps = 10, trainer = "native", auditor = "splitk4", cal_steps = 3, cal_alpha = 2 ^ -40, out = ""}, arg)
 local out = lib.outdir("e10_room", a.out)
 local s = lib.setup(a.model)
 local tmp = lib.tmpdir()
@@ -24,7 +28,7 @@ local windows = {
   {"paper", {bits = 32, band = 0.25}},
   {"tight", {bits = 32, band = 1 / 16}},
 }
-local cal = vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32}), data = s.recipe,
+local cal = vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32, band = 0.25, alpha = a.cal_alpha}), data = s.recipe,
                          profiles = {a.trainer, a.auditor}, steps = a.cal_steps}
 windows[#windows + 1] = {"calibrated", cal.round}
 

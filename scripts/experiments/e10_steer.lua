@@ -12,13 +12,16 @@
 -- trainer free to pick its seed would have.
 --
 --   vtrun scripts/experiments/e10_steer.lua [model=mlp] [steps=200] [target=0] [trainer=native]
---        [auditor=splitk4] [cal_steps=3] [windows=paper,tight,calibrated] [eval=2048] [seeds=3] [out=]
+--        [auditor=splitk4] [cal_steps=3] [cal_alpha=2^-40] [windows=paper,tight,calibrated] [eval=2048] [seeds=3] [out=]
+--
+-- Calibrated windows replay under band 0.25 plus `cal_alpha` against per-element magnitudes
+-- (as E3 and E10a do).
 --
 -- Last line: JSON {window = {honest = {...}, steered = {...}, poisoned = {...}}}. Exits 1 if
 -- a steered run's audit finds an illegitimate entry or a different root.
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
 local a = lib.args({model = "mlp", steps = 200, target = 0, trainer = "native", auditor = "splitk4", cal_steps = 3,
-                    windows = "paper,tight,calibrated", eval = 2048, seeds = 3, out = ""}, arg)
+                    cal_alpha = 2 ^ -40, windows = "paper,tight,calibrated", eval = 2048, seeds = 3, out = ""}, arg)
 local out = lib.outdir("e10_steer", a.out)
 local s = lib.setup(a.model)
 if s.recipe.kind ~= "fashion_mnist" then error("e10_steer needs an image model (mlp, resnet), got '" .. a.model .. "'") end
@@ -29,7 +32,7 @@ local function round_of(name)
   if name == "paper" then return {bits = 32, band = 0.25} end
   if name == "tight" then return {bits = 32, band = 1 / 16} end
   if name == "calibrated" then
-    return vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32}), data = s.recipe,
+    return vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32, band = 0.25, alpha = a.cal_alpha}), data = s.recipe,
                         profiles = {a.trainer, a.auditor}, steps = a.cal_steps}.round
   end
   error("unknown window '" .. name .. "' (valid: paper, tight, calibrated)")
