@@ -114,7 +114,8 @@ function M.worker()
       local report = auditor:step(request.records, {compare = vt.safetensors.load(request.capture)})
       local acc = {}
       add_stats(acc, report.divergence_stats)
-      return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate + report.log_mismatches}
+      return {boundaries = acc, corrections = report.corrections, illegitimate = report.illegitimate + report.log_mismatches,
+              divergence = report.divergence}
     end)
     collectgarbage("collect")
     io.stdout:write(json.encode(ok and result or {error = tostring(result)}), "\n")
@@ -210,6 +211,9 @@ function M.calibrate(options)
           local result = vt.json.decode(line)
           if result.error then error("vt.calibrate: worker for profile '" .. o.name .. "': " .. result.error, 3) end
           replay_problems = replay_problems + result.illegitimate
+          if result.divergence and replay_divergence == nil then
+            replay_divergence = "profile '" .. o.name .. "': " .. result.divergence
+          end
           add_stats(acc, keep(result.boundaries))
         end
       end
