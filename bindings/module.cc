@@ -80,6 +80,7 @@ int OpenVtCore(lua_State* L) {
   OpenFs(L);
   OpenDist(L);
   OpenNn(L);
+  OpenBaseline(L);
   return 1;
 }
 

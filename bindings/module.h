@@ -23,5 +23,6 @@ void OpenDist(lua_State* L);         // vt.dist
 void OpenProcess(lua_State* L);      // vt.process, vt.executable()
 void OpenTrain(lua_State* L);        // vt.models, vt.optim, vt.spec, vt.train (train.cc)
 void OpenRunner(lua_State* L);       // vt.trainer, vt.auditor (runner.cc)
+void OpenBaseline(lua_State* L);     // vt.torch_baseline (baseline.cc)
 
 }  // namespace vt::lua

@@ -1,14 +1,18 @@
 -- Training-step cost of verifiability, measured in one run on this machine:
 -- trainer (FP64 + rounding + logging) and auditor (FP64 + replay) against a plain FP64 step
--- and a plain FP32 step of the same model and batch, for ResNet-18 (width 16) on
--- Fashion-MNIST and a 4-layer GPT (d 256) on the Shakespeare corpus. The trainer and auditor
--- run twice: with the paper's window (band 1/4, about half of all values logged) and with
--- calibrated windows (vt.calibrate over 2 steps on this profile and one other, untimed).
+-- and a plain FP32 step of the same model and batch, both vtrun's own engine (mode fp64/fp32)
+-- and what a user would otherwise run: the same model in plain LibTorch (ATen's operators,
+-- LibTorch's autograd, torch.optim-style updates; vt.torch_baseline). Models: ResNet-18
+-- (width 16) on Fashion-MNIST, a 4-layer GPT (d 256) on the Shakespeare corpus, and with
+-- models=...,resnet50 ResNet-50 (batch 16). The trainer and auditor run twice: with the
+-- paper's window (band 1/4, about half of all values logged) and with calibrated windows
+-- (vt.calibrate over 2 steps on this profile and one other, untimed).
 --
---   vtrun scripts/bench/training.lua [steps=6] [profile=native]
--- Last line: one JSON object with trainer_over_fp64, auditor_over_fp64, log_bytes_per_step
--- (paper window; the worst model) and the same with the prefix calibrated_, then per model.
-local a = vt.args({steps = 6, profile = "native"}, arg)
+--   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
+-- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
+-- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
+-- window; the worst model) and the same with the prefix calibrated_, then per model.
+local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt"}, arg)
 local steps, profile = a.steps, a.profile
 local corpus = vt.corpus
 
@@ -16,22 +20,36 @@ local workdir = vt.fs.tmpdir("bench-training")
 
 local clock = vt.clock
 
-local models = {
-  {
+local catalog = {
+  resnet18 = {
     name = "resnet18-w16",
-    data = vt.data.fashion_mnist{limit = 8192},
+    data = function() return vt.data.fashion_mnist{limit = 8192} end,
     model = vt.models.resnet{depth = 18, width = 16, in_channels = 1, classes = 10},
     optim = vt.optim.sgd{lr = 0.05, momentum = 0.9},
     batch = 64,
   },
-  {
+  gpt = {
     name = "gpt-4x256",
-    data = vt.data.text{path = corpus, context = 64},
+    data = function() return vt.data.text{path = corpus, context = 64} end,
     model = vt.models.gpt2{layers = 4, d_model = 256, heads = 4, vocab = 256, context = 64},
     optim = vt.optim.adamw{lr = 3e-4, weight_decay = 0.01},
     batch = 8,
   },
+  resnet50 = {
+    name = "resnet50",
+    data = function() return vt.data.fashion_mnist{limit = 2048} end,
+    model = vt.models.resnet{depth = 50, width = 64, in_channels = 1, classes = 10},
+    optim = vt.optim.sgd{lr = 0.05, momentum = 0.9},
+    batch = 16,
+  },
 }
+local models = {}
+for name in a.models:gmatch("[^,]+") do
+  local m = catalog[name]
+  if m == nil then error("bench/training: unknown model '" .. name .. "' (valid: resnet18, gpt, resnet50)", 0) end
+  m.data = m.data()
+  models[#models + 1] = m
+end
 
 -- Seconds per step over `steps` steps after one warm-up step.
 local function time_steps(runner)
@@ -45,6 +63,14 @@ local function time_steps(runner)
   return (clock() - t0) / steps, bytes / steps, logged / steps, elements / steps
 end
 
+-- Seconds per step of the LibTorch baseline, timed as time_steps times a runner.
+local function time_torch(baseline)
+  baseline:step()
+  local t0 = clock()
+  for _ = 1, steps do baseline:step() end
+  return (clock() - t0) / steps
+end
+
 -- Windows: the paper's (band 1/4) and calibrated ones, measured by vt.calibrate over the
 -- first steps on `profile` and a second in-process profile (not timed).
 local function calibrated_round(spec, data)
@@ -54,8 +80,9 @@ end
 
 local results = {}
 print(string.format("%d timed steps per arm after one warm-up step, profile %s, %d threads", steps, profile, vt.threads()))
-print(string.format("%-14s %-10s %9s %9s %9s %9s %8s %8s %8s %12s %10s", "model", "window", "fp32 s", "fp64 s",
-                    "trainer s", "auditor s", "tr/fp64", "au/fp64", "tr/fp32", "log B/step", "logged %"))
+print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %12s %10s", "model", "window", "torch32 s",
+                    "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64", "tr/fp64", "au/fp64",
+                    "log B/step", "logged %"))
 for _, m in ipairs(models) do
   -- The run is two steps longer than what is timed, so no checkpoint falls in the timed
   -- window (checkpoint hashing is measured by scripts/bench/store.lua).
@@ -67,9 +94,14 @@ for _, m in ipairs(models) do
   local function plain(mode)
     return vt.trainer{spec = spec, data = m.data, mode = mode, profile = profile}
   end
+  local torch32 = time_torch(vt.torch_baseline{spec = spec, data = m.data, dtype = "float32"})
+  collectgarbage("collect")
+  local torch64 = time_torch(vt.torch_baseline{spec = spec, data = m.data, dtype = "float64"})
+  collectgarbage("collect")
   local fp32 = time_steps(plain("fp32"))
   local fp64 = time_steps(plain("fp64"))
-  local row = {model = m.name, fp32_s = fp32, fp64_s = fp64}
+  local row = {model = m.name, fp32_s = fp32, fp64_s = fp64, torch_fp32_s = torch32, torch_fp64_s = torch64,
+               fp64_over_torch_fp64 = fp64 / torch64, fp32_over_torch_fp32 = fp32 / torch32}
   for _, window in ipairs({"paper", "calibrated"}) do
     local wspec = window == "paper" and spec or make_spec(calibrated_round(spec, m.data))
     local dir = workdir .. "/" .. m.name .. "-" .. window
@@ -79,14 +111,17 @@ for _, m in ipairs(models) do
                                store = vt.store.open(dir .. "-a")}
     local au = time_steps(auditor)
     local prefix = window == "paper" and "" or "calibrated_"
+    row[prefix .. "trainer_over_torch_fp64"] = tr / torch64
+    row[prefix .. "auditor_over_torch_fp64"] = au / torch64
     row[prefix .. "trainer_over_fp64"] = tr / fp64
     row[prefix .. "auditor_over_fp64"] = au / fp64
     row[prefix .. "trainer_over_fp32"] = tr / fp32
     row[prefix .. "log_bytes_per_step"] = bytes
     row[prefix .. "logged_fraction"] = logged / elements
     row.rounded_per_step = elements
-    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %12.0f %9.4f%%", m.name, window, fp32, fp64,
-                        tr, au, tr / fp64, au / fp64, tr / fp32, bytes, 100 * logged / elements))
+    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %12.0f %9.4f%%", m.name,
+                        window, torch32, torch64, fp32, fp64, tr, au, tr / torch64, au / torch64, tr / fp64, au / fp64,
+                        bytes, 100 * logged / elements))
     trainer, auditor = nil, nil
     collectgarbage("collect")
   end
@@ -95,19 +130,27 @@ end
 vt.fs.remove(workdir)
 
 local function json_number(v) return string.format("%.6g", v) end
-local keys = {"trainer_over_fp64", "auditor_over_fp64", "trainer_over_fp32", "log_bytes_per_step", "logged_fraction"}
+local keys = {"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
+              "trainer_over_fp32", "log_bytes_per_step", "logged_fraction"}
 local parts = {}
+local function worst_of(key)
+  local worst = 0
+  for _, r in ipairs(results) do worst = math.max(worst, r[key]) end
+  parts[#parts + 1] = string.format('"%s": %s', key, json_number(worst))
+end
+worst_of("fp64_over_torch_fp64")
 for _, prefix in ipairs({"", "calibrated_"}) do
-  for i = 1, 3 do
-    local key = prefix .. ({"trainer_over_fp64", "auditor_over_fp64", "log_bytes_per_step"})[i]
-    local worst = 0
-    for _, r in ipairs(results) do worst = math.max(worst, r[key]) end
-    parts[#parts + 1] = string.format('"%s": %s', key, json_number(worst))
+  for _, key in ipairs({"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
+                        "log_bytes_per_step"}) do
+    worst_of(prefix .. key)
   end
 end
 local per_model = {}
 for _, r in ipairs(results) do
   local fields = {}
+  for _, key in ipairs({"torch_fp32_s", "torch_fp64_s", "fp32_s", "fp64_s", "fp64_over_torch_fp64", "fp32_over_torch_fp32"}) do
+    fields[#fields + 1] = string.format('"%s": %s', key, json_number(r[key]))
+  end
   for _, prefix in ipairs({"", "calibrated_"}) do
     for _, key in ipairs(keys) do fields[#fields + 1] = string.format('"%s": %s', prefix .. key, json_number(r[prefix .. key])) end
   end

@@ -2,7 +2,6 @@
 #include <ATen/ATen.h>  // before Catch: glog (in ATen, via spec.h) has a CHECK macro of its own
 
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "runtime/common/error.h"
