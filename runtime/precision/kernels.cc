@@ -119,7 +119,8 @@ VT_PRECISION_INLINE void RoundBody(const KernelParams& p, const double* __restri
   const double alpha_scale = p.alpha_scale;
   int64_t down = 0, up = 0, exact = 0, steerable = 0;
   uint64_t bad = 0, bad_m = 0;
-  auto range = [&](auto wide, int64_t begin, int64_t end) {
+  // always_inline: the lambda is compiled inside each target-specific kernel, with its ISA.
+  auto range = [&](auto wide, int64_t begin, int64_t end) __attribute__((always_inline)) {
     constexpr bool kWide = decltype(wide)::value;
     int64_t d = 0, u = 0, e = 0, st = 0;
     uint64_t b = 0, bm = 0;
@@ -213,7 +214,8 @@ VT_PRECISION_INLINE void ReplayBody(const KernelParams& p, const double* __restr
   const double alpha_scale = p.alpha_scale;
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
   uint64_t bad = 0, bad_m = 0;
-  auto range = [&](auto wide, int64_t begin, int64_t end) {
+  // always_inline: the lambda is compiled inside each target-specific kernel, with its ISA.
+  auto range = [&](auto wide, int64_t begin, int64_t end) __attribute__((always_inline)) {
     constexpr bool kWide = decltype(wide)::value;
     int64_t c = 0, il = 0, nm = 0, st = 0;
     uint64_t b = 0, bm = 0;
