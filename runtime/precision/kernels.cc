@@ -459,7 +459,9 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
                RoundTally* tally, const double* magnitude) {
   const bool log = states != nullptr;
   const bool in_place = x == out;
-  if (magnitude != nullptr || p.own_magnitude) {
+  // A value's own magnitude only matters through alpha: without one (the paper's window) the
+  // scale kernels compute the same window.
+  if (magnitude != nullptr || (p.own_magnitude && p.alpha > 0.0)) {
     ActiveDispatch().table->round_m[log][in_place](p, x, out, states, n, tally, magnitude);
     return;
   }
@@ -468,7 +470,7 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
 
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                 int64_t n, ReplayTally* tally, const double* magnitude) {
-  if (magnitude != nullptr || p.own_magnitude) {
+  if (magnitude != nullptr || (p.own_magnitude && p.alpha > 0.0)) {
     ActiveDispatch().table->replay_m[x == out](p, x, states, out, n, tally, magnitude);
     return;
   }
