@@ -247,6 +247,14 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
   SetCounts(L, r);
   set("log_bytes", static_cast<double>(r.log_bytes));
   set("seconds", r.seconds);
+  lua_newtable(L);  // times: where the seconds went (StepReport::Times)
+  SetNumbers(L, {{"prepare", r.times.prepare},
+                 {"boundaries", r.times.boundaries},
+                 {"encode", r.times.encode},
+                 {"commit", r.times.commit},
+                 {"checkpoint", r.times.checkpoint},
+                 {"compute", r.times.compute}});
+  lua_setfield(L, -2, "times");
   set("log_mismatches", static_cast<double>(r.log_mismatches));
   if (!r.log_mismatch.empty()) {
     lua_pushstring(L, r.log_mismatch.c_str());

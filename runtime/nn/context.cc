@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "runtime/common/error.h"
@@ -174,6 +175,13 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
 
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
                                      bool owned, const at::Tensor& offered) {
+  struct Timer {
+    double* total;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Timer() {
+      *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } timer{&boundary_seconds_};
   if (call < 0) {
     call = calls_[boundary]++;  // `boundary` has its shard prefix already
   } else {

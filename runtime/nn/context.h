@@ -245,6 +245,10 @@ class StepContext {
   }
 
   const std::map<std::string, BoundaryStats>& stats() const { return stats_; }
+  // Wall-clock seconds spent at boundaries in this step (rounding or replaying, classifying,
+  // filling log records, the trace, captures and comparisons): what the step costs beyond
+  // its arithmetic, for the time breakdowns of the benchmarks (StepReport::times).
+  double boundary_seconds() const { return boundary_seconds_; }
 
   // Installs a context as the current thread's for its lifetime.
   class Scope {
@@ -277,6 +281,7 @@ class StepContext {
   int64_t log_mismatches_ = 0;
   std::string first_log_mismatch_;
   Tamper tamper_;
+  double boundary_seconds_ = 0.0;
   std::map<RecordKey, at::Tensor>* capture_ = nullptr;
   unsigned capture_kinds_ = 0xF;
   const std::map<RecordKey, at::Tensor>* compare_ = nullptr;

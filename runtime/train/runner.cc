@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -220,7 +221,14 @@ StepReport Runner::Step() {
   const int64_t step = step_ + 1;
   ActivateProfile(FindProfile(options_.profile));
   nn::StepLog& log = step_log_;  // kept across steps: its records' buffers are reused
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  StepReport::Times times;
+  auto phase = Clock::now();
   Encoded prepared = PrepareStep(step, &log);
+  times.prepare = since(phase);
   nn::StepContext context(mode_, &windows_, step, &log);
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
   std::map<nn::RecordKey, at::Tensor> captured;
@@ -245,7 +253,10 @@ StepReport Runner::Step() {
     broken_ = UnknownBoundaryOverrides(windows_, context.stats());
     if (!broken_.empty()) throw Error(broken_);
   }
+  phase = Clock::now();
   Encoded records = FinishStep(step, context, log, std::move(prepared));
+  times.encode = since(phase);
+  times.boundaries = context.boundary_seconds();
 
   StepReport report;
   report.step = step;
@@ -275,18 +286,24 @@ StepReport Runner::Step() {
   const uint64_t k = static_cast<uint64_t>(spec_.checkpoint_every());
   const bool checkpoint = step % static_cast<int64_t>(k) == 0 || step == spec_.steps();
   if (options_.group && checkpoint) CheckRanksAgree(step);
-  if (!options_.store) {
-    report.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto finish = [&] {
+    report.seconds = since(start);
+    times.compute = std::max(0.0, report.seconds - times.prepare - times.boundaries - times.encode -
+                                      times.commit - times.checkpoint);
+    report.times = times;
     return report;
-  }
+  };
+  if (!options_.store) return finish();
+  phase = Clock::now();
   options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
+  times.commit = since(phase);
   if (checkpoint) {
+    phase = Clock::now();
     Checkpoint(store::LeafOfStep(static_cast<uint64_t>(step), k));
+    times.checkpoint = since(phase);
     report.checkpoint = true;
   }
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return report;
+  return finish();
 }
 
 store::Digest Runner::Root() const {

@@ -78,6 +78,14 @@ struct StepReport {
   int64_t log_bytes = 0;  // encoded record bytes committed for the step
   bool checkpoint = false;
   double seconds = 0.0;
+  // Where the step's seconds went: reading and decoding the records to replay (auditor),
+  // boundaries (nn::StepContext::boundary_seconds), encoding the step's records, writing
+  // them to the store, the checkpoint (encode, hash, store); compute is the rest (the
+  // model's arithmetic, magnitudes, the optimizer).
+  struct Times {
+    double prepare = 0.0, boundaries = 0.0, encode = 0.0, commit = 0.0, checkpoint = 0.0;
+    double compute = 0.0;
+  } times;
   // Auditor: the first boundary call whose rounded values differ from the trainer's trace
   // ("" if none did; a replay that ends with equal states may still show none).
   std::string divergence;
