@@ -28,7 +28,8 @@ local windows = {
   {"paper", {bits = 32, band = 0.25}},
   {"tight", {bits = 32, band = 1 / 16}},
 }
-local cal = vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32, band = 0.25, alpha = a.cal_alpha}), data = s.recipe,
+local cal = vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32}), data = s.recipe,
+                         replay_window = {band = 0.25, alpha = a.cal_alpha},
                          profiles = {a.trainer, a.auditor}, steps = a.cal_steps}
 windows[#windows + 1] = {"calibrated", cal.round}
 

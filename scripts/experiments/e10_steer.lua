@@ -32,7 +32,8 @@ local function round_of(name)
   if name == "paper" then return {bits = 32, band = 0.25} end
   if name == "tight" then return {bits = 32, band = 1 / 16} end
   if name == "calibrated" then
-    return vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32, band = 0.25, alpha = a.cal_alpha}), data = s.recipe,
+    return vt.calibrate{spec = lib.spec(s, a.cal_steps, {bits = 32}), data = s.recipe,
+                        replay_window = {band = 0.25, alpha = a.cal_alpha},
                         profiles = {a.trainer, a.auditor}, steps = a.cal_steps}.round
   end
   error("unknown window '" .. name .. "' (valid: paper, tight, calibrated)")

@@ -66,8 +66,9 @@ local profiles = {}
 for p in a.profiles:gmatch("[^,]+") do profiles[#profiles + 1] = p end
 -- Calibration's own replay must be exact (every profile measures the same upstream values):
 -- the paper's band plus a small absolute term against magnitudes covers cancelled sums.
-local cal = vt.calibrate{spec = lib.spec(s, math.max(a.steps, a.cal_steps), {bits = 32, band = 0.25, alpha = a.cal_alpha}), data = s.recipe,
-                         profiles = profiles, steps = a.cal_steps, passes = a.cal_passes}
+local cal = vt.calibrate{spec = lib.spec(s, math.max(a.steps, a.cal_steps), {bits = 32}), data = s.recipe,
+                         profiles = profiles, steps = a.cal_steps, passes = a.cal_passes,
+                         replay_window = {band = 0.25, alpha = a.cal_alpha}}
 lib.json(out .. "/calibration.json", vt.json.decode(cal:json()))
 rows[#rows + 1] = measure("calibrated-b32", cal.round, 32)
 

@@ -1,10 +1,12 @@
 -- E5 (paper Table 4): the calibrated window per layer type. vt.calibrate measures the
 -- divergence of every boundary across profiles; this groups the boundaries by layer type and
--- prints the largest divergence (max |x - x'| / scale) and the resulting alpha.
+-- prints the largest divergence against each value's magnitude (max |x - x'| / m, docs/ROUNDING.md
+-- "Magnitudes") and the resulting alpha. Calibration replays under band 0.25 plus `cal_alpha`
+-- against magnitudes (as E3 does), so that every profile measures the same upstream values.
 --
---   vtrun scripts/experiments/e5_windows.lua [models=resnet,gpt] [steps=5] [profiles=all|a,b,...] [out=]
+--   vtrun scripts/experiments/e5_windows.lua [models=resnet,gpt] [steps=5] [profiles=all|a,b,...] [cal_alpha=2^-40] [out=]
 local lib = dofile((debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./") .. "lib.lua")
-local a = lib.args({models = "resnet,gpt", steps = 5, profiles = "all", out = ""}, arg)
+local a = lib.args({models = "resnet,gpt", steps = 5, profiles = "all", cal_alpha = 2 ^ -40, out = ""}, arg)
 local out = lib.outdir("e5_windows", a.out)
 
 -- Layer type of a boundary name (PyTorch-style module names). Boundaries inside an op get
@@ -64,12 +66,13 @@ if a.profiles == "all" then
 else
   for p in a.profiles:gmatch("[^,]+") do profiles[#profiles + 1] = p end
 end
-local header = {"model", "layer type", "boundaries", "max d/scale", "alpha", "straddles", "values differing %"}
-local kind_header = {"model", "boundary kind", "boundaries", "max d/scale", "alpha", "straddles", "values differing %"}
+local header = {"model", "layer type", "boundaries", "max d/m", "alpha", "straddles", "values differing %"}
+local kind_header = {"model", "boundary kind", "boundaries", "max d/m", "alpha", "straddles", "values differing %"}
 local rows, kind_rows = {}, {}
 for model in a.models:gmatch("[^,]+") do
   local s = lib.setup(model)
-  local cal = vt.calibrate{spec = lib.spec(s, a.steps, {bits = 32, band = 0.25}), data = s.recipe, profiles = profiles, steps = a.steps}
+  local cal = vt.calibrate{spec = lib.spec(s, a.steps, {bits = 32}), data = s.recipe, profiles = profiles, steps = a.steps,
+                           replay_window = {band = 0.25, alpha = a.cal_alpha}}
   for _, t in ipairs{{layer_type, rows}, {kind_of, kind_rows}} do
     local groups, names = group(cal, t[1])
     for _, g in ipairs(names) do
@@ -80,7 +83,7 @@ for model in a.models:gmatch("[^,]+") do
   lib.json(out .. "/calibration-" .. model .. ".json", vt.json.decode(cal:json()))
 end
 print("machine: " .. lib.machine())
-print(string.format("E5: calibrated windows by layer type, %d steps over profiles %s (alpha = max(2^-48, 8 * max d/scale))",
+print(string.format("E5: calibrated windows by layer type, %d steps over profiles %s (alpha = max(2^-48, 8 * max d/m))",
                     a.steps, table.concat(profiles, ",")))
 lib.table(header, rows)
 print("E5: the same by boundary kind")

@@ -4,12 +4,19 @@
 --   local calibrated = vt.spec{..., round = cal.round}        -- the windows go into the spec
 --   vt.trainer{spec = calibrated, ..., metadata = cal:json()} -- the measurements into the store
 --
--- A trainer runs the spec's first `steps` steps on the first profile, logging in the spec's
--- own windows and keeping every boundary call's FP64 input for the step. On each other
--- profile an auditor replays those steps with the trainer's logs (so every boundary sees the
--- same upstream values) and compares its own inputs with the trainer's as they happen. Per boundary, the largest divergence
--- max|x - x'| / scale over calls, steps and profiles (scale = the call's max |x|) sets
+-- A trainer runs the spec's first `steps` steps on the first profile, logging in the replay
+-- window (`replay_window`, default band 0.25 plus alpha 2^-40 against per-element magnitudes
+-- for every boundary; "spec": the spec's own windows) and keeping every boundary call's FP64
+-- input for the step. On each other profile an auditor replays those steps with the
+-- trainer's logs (so every boundary sees the same upstream values: the replay window's
+-- absolute term covers the cancelled sums a band alone misses, ROUNDING.md "Calibration")
+-- and compares its own inputs with the trainer's as they happen. Per boundary, the largest
+-- divergence max|x - x'| / m over calls, steps and profiles (m the value's magnitude, ROUNDING.md
+-- "Magnitudes") sets
 --   alpha = max(floor, safety * divergence), band = `band` (default 0).
+-- A replay window with an absolute term holds the magnitudes of a step in memory; for the
+-- largest models (GPT-2 small) replay_window = {band = 0.25, alpha = 0} needs less, and the
+-- result's replay_divergence (with a warning) says if that replay left the trainer's values.
 -- An update-kind boundary gets the exact window (band 0, alpha 0: values rounded to nearest,
 -- nothing logged) only when it is exact by construction (M.exact_by_construction below: the
 -- optimizer's new parameters and state, elementwise IEEE arithmetic on values already
@@ -27,7 +34,8 @@
 -- table ({kind = "fashion_mnist", limit = 4096}, see vt.game.data).
 local M = {}
 
-local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "progress", "dir", "exact_updates", "passes"}
+local VALID = {"spec", "data", "profiles", "steps", "safety", "floor", "band", "progress", "dir", "exact_updates", "passes",
+               "replay_window"}
 
 local function check_options(options)
   if type(options) ~= "table" then error("vt.calibrate: options must be a table {spec=, data=, profiles=, steps=}", 3) end
@@ -133,9 +141,38 @@ function Calibration:json()
                         round = self.round}
 end
 
+-- The spec with every boundary's window set to `window` ({band =, alpha =}): what the
+-- calibration's own runs log and replay under (the measured windows replace it).
+local function with_window(spec, window)
+  local function num(v) return string.format("%.17g", v) end
+  local fields = {}
+  for k, v in pairs(spec:fields()) do
+    if not k:match("^round%.boundary%.") then fields[k] = v end
+  end
+  for _, kind in ipairs{"fwd", "bwd", "grad", "update"} do
+    fields["round." .. kind .. ".band"] = num(window.band)
+    fields["round." .. kind .. ".alpha"] = num(window.alpha)
+  end
+  local keys = {}
+  for k in pairs(fields) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local lines = {}
+  for _, k in ipairs(keys) do lines[#lines + 1] = k .. "=" .. fields[k] .. "\n" end
+  return vt.spec.parse(table.concat(lines))
+end
+
+local DEFAULT_REPLAY_WINDOW = {band = 0.25, alpha = 2 ^ -40}
+
 function M.calibrate(options)
   local profiles, known, steps, safety, floor, band, passes = check_options(options)
-  local spec = options.spec
+  local window = options.replay_window
+  if window == nil then window = DEFAULT_REPLAY_WINDOW end
+  if window ~= "spec" and (type(window) ~= "table" or type(window.band) ~= "number" or
+                           type(window.alpha) ~= "number" or window.band < 0 or window.band > 0.25 or
+                           window.alpha < 0 or window.alpha >= 1) then
+    error("vt.calibrate: option 'replay_window' must be \"spec\" or {band = [0, 0.25], alpha = [0, 1)}", 2)
+  end
+  local spec = window == "spec" and options.spec or with_window(options.spec, window)
   local bits = tonumber(spec:get("round.bits"))
   local active = vt.profile().name
   local function is_local(p) return not known[p].process_level or p == active end

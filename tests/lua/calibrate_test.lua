@@ -147,6 +147,23 @@ s:test("calibrated windows replay exactly on every pair and log a small fraction
                 string.format("calibrated %.3g vs paper %.3g", logged.native, pr.logged / pr.elements))
 end)
 
+s:test("calibration replays under its own window, whatever windows the spec has", function()
+  -- The measured windows replace the spec's, so the spec's windows must not change them: a
+  -- spec with the exact window everywhere (which replays nothing) measures what the paper's
+  -- window measures, under the default replay window.
+  local exact = vt.calibrate{spec = spec{bits = 32, band = 0, alpha = 0}, data = data, profiles = {"native", "splitk4"},
+                             steps = 3, floor = cal.floor}
+  local paper = vt.calibrate{spec = spec{bits = 32, band = 0.25}, data = data, profiles = {"native", "splitk4"},
+                             steps = 3, floor = cal.floor}
+  T.assert_eq(exact.round, paper.round)
+  T.assert_eq(exact.replay_problems, 0)
+  local sp = spec{bits = 32}
+  for _, w in ipairs{"paper", {band = 0.5, alpha = 0}, {band = 0.25, alpha = -1}, {band = 0.25}} do
+    T.assert_error(function() vt.calibrate{spec = sp, data = data, replay_window = w} end,
+                   "'replay_window' must be \"spec\" or {band")
+  end
+end)
+
 s:test("bad options name what is wrong", function()
   local sp = spec{bits = 32}
   T.assert_error(function() vt.calibrate{spec = sp, data = data, profiles = {"native"}} end, "needs two or more profile names")
