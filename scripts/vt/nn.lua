@@ -539,7 +539,7 @@ local function sandbox(args)
     math = copy(math, {random = true, randomseed = true}),
     string = safe_string, table = copy(table),
     assert = assert, error = error, ipairs = ipairs, next = next, pairs = pairs,
-    pcall = pcall, select = select, tonumber = tonumber, tostring = tostring, type = type,
+    select = select, tonumber = tonumber, tostring = tostring, type = type,
     unpack = unpack, setmetatable = setmetatable, getmetatable = getmetatable,
     rawget = rawget, rawset = rawset, rawequal = rawequal,
   }

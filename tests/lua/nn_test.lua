@@ -213,6 +213,8 @@ s:test("model sources get clear errors", function()
   model_error("local f = io.open('x') return vt.nn.Linear(784, 10)", "global 'io'")
   model_error("os.exit(1)", "global 'os'")
   model_error("print(1) return vt.nn.ReLU()", "global 'print'")
+  -- No pcall: a source must not catch the error that ends its instruction budget.
+  model_error("pcall(error) return vt.nn.ReLU()", "global 'pcall'")
   model_error("local t = vt.tensor.zeros({2^20, 2^20}) return vt.nn.ReLU()", "at most 2%^26 elements")
   model_error("local t = vt.tensor.arange(2^40) return vt.nn.ReLU()", "at most 2%^26 elements")
   model_error("local t = vt.tensor.load('x.npy') return vt.nn.ReLU()", "field 'load'")
