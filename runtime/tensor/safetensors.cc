@@ -65,6 +65,25 @@ std::vector<int64_t> ReadShape(const nlohmann::json& j) {
   return shape;
 }
 
+// The "data_offsets" of a header entry: exactly two unsigned integers, read by hand for the
+// same reason as the shape (a float such as 1e30 must be refused, not cast).
+std::pair<uint64_t, uint64_t> ReadOffsets(const nlohmann::json& j) {
+  if (!j.is_array() || j.size() != 2)
+    throw Error("data_offsets must be an array of two integers, got " + j.dump());
+  uint64_t v[2];
+  for (size_t i = 0; i < 2; ++i) {
+    if (j[i].is_number_unsigned()) {
+      v[i] = j[i].get<uint64_t>();
+    } else if (j[i].is_number_integer() && j[i].get<int64_t>() >= 0) {
+      v[i] = static_cast<uint64_t>(j[i].get<int64_t>());
+    } else {
+      throw Error("data_offsets[" + std::to_string(i) + "] is " + j[i].dump() +
+                  " (must be an integer from 0 to 2^64 - 1)");
+    }
+  }
+  return {v[0], v[1]};
+}
+
 // The byte size of a tensor of `shape` and `element` bytes per element, checked against
 // `available` without overflowing; throws naming the bad dimension.
 uint64_t CheckedBytes(const std::vector<int64_t>& shape, uint64_t element, uint64_t available) {
@@ -175,23 +194,26 @@ SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& w
     try {
       const std::string dtype = it->at("dtype").get<std::string>();
       const std::vector<int64_t> shape = ReadShape(it->at("shape"));
-      const std::vector<uint64_t> offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
+      const auto [begin, end] = ReadOffsets(it->at("data_offsets"));
       const Code* code = nullptr;
       for (const auto& c : kCodes) {
         if (dtype == c.name) code = &c;
       }
       if (code == nullptr) throw Error("unsupported dtype '" + dtype + "'");
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size)
-        throw Error("data_offsets out of range");
+      if (begin > end || end > data_size) {
+        throw Error("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                    "] out of range (the file holds " + std::to_string(data_size) +
+                    " data bytes)");
+      }
       // Sized and checked before allocating: a hostile shape must not reach at::empty.
       const uint64_t need = CheckedBytes(shape, at::elementSize(code->type), data_size);
-      if (offsets[1] - offsets[0] != need) {
+      if (end - begin != need) {
         throw Error("shape needs " + std::to_string(need) + " bytes, data_offsets give " +
-                    std::to_string(offsets[1] - offsets[0]));
+                    std::to_string(end - begin));
       }
       at::Tensor t = at::empty(shape, at::TensorOptions().dtype(code->type));
-      if (need > 0) std::memcpy(t.data_ptr(), data + offsets[0], need);
-      ranges.emplace_back(offsets[0], offsets[1]);
+      if (need > 0) std::memcpy(t.data_ptr(), data + begin, need);
+      ranges.emplace_back(begin, end);
       out.tensors.emplace_back(name, t);
     } catch (const nlohmann::json::exception& e) {
       throw Error(what + ": tensor '" + name + "': malformed entry (" + e.what() + ")");

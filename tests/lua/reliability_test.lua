@@ -89,6 +89,26 @@ st:test("negative, fractional and overflowing shapes name the file, the tensor a
   T.assert_eq(vt.safetensors.load(empty).e:shape(), {0, 5})
 end)
 
+st:test("fractional, negative and malformed data_offsets are refused, naming the offset", function()
+  -- Before: [0, 1e30] was cast to an integer by nlohmann's get<uint64_t>() (undefined
+  -- behaviour, found by fuzz.safetensors under UBSan in CI).
+  local cases = {
+    {"[0,1e30]", "data_offsets[1] is 1e+30 (must be an integer from 0 to 2^64 - 1)"},
+    {"[0.5,4]", "data_offsets[0] is 0.5 (must be an integer from 0 to 2^64 - 1)"},
+    {"[-4,4]", "data_offsets[0] is -4 (must be an integer from 0 to 2^64 - 1)"},
+    {"[0]", "data_offsets must be an array of two integers, got [0]"},
+    {'"0,4"', 'data_offsets must be an array of two integers, got "0,4"'},
+    {"[4,0]", "data_offsets [4, 0] out of range (the file holds 4 data bytes)"},
+    {"[0,8]", "data_offsets [0, 8] out of range (the file holds 4 data bytes)"},
+  }
+  for i, case in ipairs(cases) do
+    local path = write_safetensors("offsets" .. i,
+        '{"w":{"dtype":"F32","shape":[1],"data_offsets":' .. case[1] .. '}}', string.rep("\0", 4))
+    local msg = T.assert_error(function() return vt.safetensors.load(path) end, case[2], true)
+    T.assert_true(msg:find("safetensors file '" .. path .. "': tensor 'w': ", 1, true) ~= nil, msg)
+  end
+end)
+
 local zstd = T.suite("zstd")
 
 zstd:test("a frame declaring more content than its bytes can hold is refused before allocating", function()
