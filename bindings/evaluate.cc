@@ -1,6 +1,7 @@
 // runner:evaluate: the model of a run on examples of a data set, for experiments (test loss
 // and accuracy, output distance between runs, a backdoor's success rate).
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <vector>

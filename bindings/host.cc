@@ -456,6 +456,7 @@ void ReportError(lua_State* L) {
 }
 
 int HostMain(int argc, char** argv) {
+  LoadCudaKernels();  // before anything asks ATen about CUDA (it keeps the first answer)
   CommandLine cl;
   if (!ParseCommandLine(argc, argv, &cl)) return 1;
   if (cl.help) {

@@ -3,6 +3,7 @@
 #include "runtime/profile/profile.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <functional>

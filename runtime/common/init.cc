@@ -2,13 +2,22 @@
 
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/typeid.h>
+#include <dlfcn.h>
 #include <malloc.h>
+
+#include <mutex>
 
 #include "runtime/common/threads.h"
 
 namespace vt {
 
+void LoadCudaKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] { dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_GLOBAL); });
+}
+
 void InitializeRuntime() {
+  LoadCudaKernels();
   // Training allocates and frees the same large buffers every step. Keep freed memory in the
   // heap (no trimming, mmap only above glibc's 32 MiB maximum threshold) so buffers are
   // reused instead of page-faulted in again; convolution works in chunks below that size.

@@ -6,9 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+// VT_WITH_C10D (CMake option VT_DIST, default ON) is 0 only in builds against a LibTorch
+// that ships no Gloo headers (a GPU build against a pip wheel, README "GPU profile").
+#if VT_WITH_C10D
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#endif
 
 #include "runtime/common/error.h"
 
@@ -51,6 +55,8 @@ Rendezvous ParseRendezvous(const std::string& url) {
   }
   throw Error("rendezvous '" + url + "' is not understood" + allowed);
 }
+
+#if VT_WITH_C10D
 
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
@@ -218,6 +224,7 @@ class GlooGroup final : public Group {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
   int64_t bytes_sent_ = 0;
 };
+#endif  // VT_WITH_C10D
 
 }  // namespace
 
@@ -238,7 +245,13 @@ std::shared_ptr<Group> Group::Connect(const GroupOptions& options) {
   Validate(options);
   if (options.world == 1)
     throw Error("a group of one process needs no rendezvous: run without --world");
+#if VT_WITH_C10D
   return std::make_shared<GlooGroup>(options);
+#else
+  throw Error(
+      "this vtrun was built without c10d (CMake option VT_DIST=OFF, as its LibTorch "
+      "ships no Gloo headers): data-parallel runs need a build with VT_DIST=ON");
+#endif
 }
 
 std::string Describe(const Group& group) {

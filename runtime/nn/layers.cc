@@ -1,6 +1,7 @@
 #include "runtime/nn/layers.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 

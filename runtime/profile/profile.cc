@@ -1,6 +1,7 @@
 #include "runtime/profile/profile.h"
 
 #include <ATen/ATen.h>
+#include <dlfcn.h>
 #include <link.h>
 #include <unistd.h>
 
@@ -9,7 +10,9 @@
 #include <mutex>
 
 #include "runtime/common/error.h"
+#include "runtime/common/init.h"
 #include "runtime/common/threads.h"
+#include "runtime/common/version.h"
 #include "runtime/profile/im2col.h"
 
 namespace vt {
@@ -145,6 +148,18 @@ std::vector<Profile> MakeShipped() {
     a.reduce_chunks = 5;
     p.push_back(a);
   }
+  {
+    Profile c;
+    c.name = "cuda";
+    c.description =
+        "NVIDIA GPU (CUDA device 0, LibTorch's CUDA build): matrix products and convolutions "
+        "as cuBLAS DGEMM, reductions and index-add as ATen's CUDA kernels (index-add with "
+        "atomics: its order changes from run to run), rounding on the CPU, 1 CPU thread; "
+        "needs a GPU";
+    c.threads = 1;
+    c.cuda = true;
+    p.push_back(c);
+  }
   return p;
 }
 
@@ -220,6 +235,9 @@ void CheckProcessLevel(const Profile& profile) {
 }  // namespace
 
 std::string Profile::Unavailable() const {
+  if (cuda) {
+    if (auto why = CudaUnavailable(); !why.empty()) return "profile '" + name + "' " + why;
+  }
   for (const auto& f : cpu_features) {
     if (!CpuSupports(f))
       return "profile '" + name + "' needs a CPU with " + f + ", which this CPU lacks";
@@ -230,7 +248,7 @@ std::string Profile::Unavailable() const {
 std::string Profile::GemmName() const {
   switch (gemm) {
     case GemmOrder::kBlas:
-      return "blas";
+      return cuda ? "cublas" : "blas";
     case GemmOrder::kSplitK:
       return "splitk:" + std::to_string(gemm_chunks);
     case GemmOrder::kPairwise:
@@ -242,7 +260,7 @@ std::string Profile::GemmName() const {
 std::string Profile::ReduceName() const {
   switch (reduce) {
     case ReduceOrder::kAten:
-      return "aten";
+      return cuda ? "aten-cuda" : "aten";
     case ReduceOrder::kChunked:
       return "chunked:" + std::to_string(reduce_chunks);
     case ReduceOrder::kPairwise:
@@ -267,6 +285,7 @@ const Profile& FindProfile(const std::string& name) {
 
 void ActivateProfile(const Profile& profile) {
   if (profile.process_level()) CheckProcessLevel(profile);
+  if (auto why = profile.Unavailable(); !why.empty()) throw Error(why);
   std::lock_guard<std::mutex> lock(g_mutex);
   SetThreads(ResolveThreads(profile));
   g_current = &profile;
@@ -313,8 +332,35 @@ std::string AtenCpuCapability() {
   return capability;
 }
 
+std::string CudaUnavailable() {
+  static const std::string why = [] {
+    LoadCudaKernels();
+    if (!at::hasCUDA()) {
+      return std::string(
+                 "needs a LibTorch built with CUDA and an NVIDIA GPU; this vtrun runs "
+                 "LibTorch ") +
+             TorchVersion() +
+             (dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD) != nullptr
+                  ? " with CUDA, but no GPU is visible"
+                  : " without CUDA");
+    }
+    return std::string();
+  }();
+  return why;
+}
+
+namespace {
+
+const at::Device kGpu(at::kCUDA, 0);
+
+// The result of a CUDA op, brought back to the CPU (synchronously: the caller rounds it).
+at::Tensor Back(const at::Tensor& t) { return t.to(at::kCPU); }
+
+}  // namespace
+
 at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
   const Profile& p = CurrentProfile();
+  if (p.cuda) return Back(at::matmul(a.to(kGpu), b.to(kGpu)));
   if (p.gemm == GemmOrder::kBlas || a.dim() == 0 || b.dim() == 0) return at::matmul(a, b);
   const int64_t k = a.size(-1);
   const int64_t b_dim = b.dim() == 1 ? 0 : b.dim() - 2;
@@ -336,6 +382,11 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 
 at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
   const Profile& p = CurrentProfile();
+  if (p.cuda) {
+    const at::Tensor g = x.to(kGpu);
+    return Back(dims.empty() ? (keepdim ? g.sum(c10::IntArrayRef{}, true) : g.sum())
+                             : g.sum(dims, keepdim));
+  }
   if (p.reduce == ReduceOrder::kAten) {
     return dims.empty() ? (keepdim ? x.sum(c10::IntArrayRef{}, true) : x.sum())
                         : x.sum(dims, keepdim);
@@ -365,6 +416,10 @@ at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64
                 "-d index");
   }
   const Profile& p = CurrentProfile();
+  if (p.cuda) {
+    return Back(at::zeros({rows, values.size(1)}, values.options().device(kGpu))
+                    .index_add_(0, index.to(kGpu), values.to(kGpu)));
+  }
   auto add = [&](const at::Tensor& v, const at::Tensor& i) {
     return at::zeros({rows, values.size(1)}, values.options()).index_add_(0, i, v);
   };

@@ -7,6 +7,10 @@
 //  - in-process: intra-op thread count, the GEMM order (BLAS as is, split-K, or a pairwise
 //    blocked order of our own) and the reduction order. ActivateProfile() switches them at any
 //    time, so a trainer and an auditor on different profiles can live in one process.
+//  - device: the "cuda" profile runs the same kernels on an NVIDIA GPU (cuBLAS for matrix
+//    products, ATen's CUDA reductions and index-add) when this vtrun's LibTorch was built
+//    with CUDA and a GPU is visible; values move to the GPU for each such op and back, and
+//    rounding stays on the CPU. Elsewhere it is listed as unavailable, saying why.
 //  - process-level: environment variables read when libraries load (which libblas.so.3 the
 //    loader picks, OpenBLAS's kernel generation, ATen's vector width). They need a fresh
 //    process: `vtrun --profile NAME` sets them and re-executes itself.
@@ -52,11 +56,15 @@ struct Profile {
   // ATen CPU capability it must run with ("AVX2", "AVX512", "NO AVX"; empty: any).
   std::vector<std::string> cpu_features;
   std::string aten_capability;
+  // Runs Matmul, Sum, IndexAddRows (and Conv2d's product) on CUDA device 0 with the GPU's
+  // own kernels; gemm and reduce orders are then the GPU's (cuBLAS, ATen's CUDA kernels).
+  bool cuda = false;
 
   bool process_level() const { return !env.empty(); }
-  // Empty when this machine can run the profile, else why not (a missing CPU feature).
+  // Empty when this machine can run the profile, else why not (a missing CPU feature, no
+  // CUDA in this LibTorch, no GPU).
   std::string Unavailable() const;
-  // "splitk:4", "pairwise:8" or "blas".
+  // "splitk:4", "pairwise:8", "blas" or "cublas".
   std::string GemmName() const;
   std::string ReduceName() const;
 };
@@ -78,6 +86,10 @@ const Profile& CurrentProfile();
 
 // The file the dynamic loader resolved for libblas.so.3 in this process (for diagnostics).
 std::string LoadedBlasLibrary();
+
+// Whether this process can run CUDA work: LibTorch built with CUDA (libtorch_cuda is loaded
+// on first call if it was not linked) and at least one GPU. Empty when it can, else why not.
+std::string CudaUnavailable();
 
 // The vector width ATen's CPU kernels run with in this process ("AVX2", "AVX512", "NO AVX" for the
 // scalar kernels), as at::show_config() reports it.

@@ -202,8 +202,7 @@ SafetensorsFile DecodeSafetensors(const std::string& bytes, const std::string& w
       if (code == nullptr) throw Error("unsupported dtype '" + dtype + "'");
       if (begin > end || end > data_size) {
         throw Error("data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                    "] out of range (the file holds " + std::to_string(data_size) +
-                    " data bytes)");
+                    "] out of range (the file holds " + std::to_string(data_size) + " data bytes)");
       }
       // Sized and checked before allocating: a hostile shape must not reach at::empty.
       const uint64_t need = CheckedBytes(shape, at::elementSize(code->type), data_size);

@@ -1,6 +1,7 @@
 #include "runtime/train/baseline.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cmath>
 #include <limits>

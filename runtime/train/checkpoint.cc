@@ -1,6 +1,7 @@
 #include "runtime/train/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstring>
 #include <map>

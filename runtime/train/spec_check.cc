@@ -1,6 +1,7 @@
 #include "runtime/train/spec_check.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 #include <map>

@@ -3,7 +3,11 @@
 -- their own processes (`vtrun --profile NAME`), so this script drives subprocesses.
 --
 --   vtrun scripts/verify/pairs.lua [model=mlp|resnet|gpt] [steps=200] [dir=] [profiles=a,b,...]
---                                  [window=paper|calibrated] [jobs=1]
+--                                  [window=paper|calibrated] [jobs=1] [pairs=T:A,T:A,...]
+--
+-- pairs= runs only the ordered pairs named (trainer profile:auditor profile), with trainers on
+-- the profiles that train in them; profiles= then defaults to every profile they name (the
+-- calibration's set). E.g. the GPU check: pairs=cuda:native,cuda:splitk4,native:cuda.
 --
 -- window "calibrated" first runs vt.calibrate over the chosen profiles (10 steps, the first
 -- profile as reference) and trains every run with those windows. `jobs` runs that many
@@ -14,10 +18,27 @@
 -- other settings, and deletes nothing but its own runs' directories. Prints a line per trainer and per auditor as each
 -- finishes, then the matrix of (trainer, auditor) outcomes, and exits 1 if any pair
 -- disagrees. Its closing line is "N passed, N failed" over the ordered pairs.
-local args = vt.args({model = "mlp", steps = 200, dir = "", profiles = "", window = "paper", jobs = 1}, arg)
+local args = vt.args({model = "mlp", steps = 200, dir = "", profiles = "", window = "paper", jobs = 1, pairs = ""},
+                     arg)
 local model, steps, window, jobs = args.model, args.steps, args.window, args.jobs
 local workdir = args.dir ~= "" and args.dir or vt.fs.tmpdir("pairs")
 local only = args.profiles ~= "" and args.profiles or nil
+-- The ordered pairs asked for ("T:A" -> true); nil: every pair.
+local wanted = nil
+if args.pairs ~= "" then
+  wanted = {}
+  local named = {}
+  for item in args.pairs:gmatch("[^,]+") do
+    local t, a = item:match("^([%w_]+):([%w_]+)$")
+    if not t or t == a then
+      error("pairs must be TRAINER:AUDITOR items of two different profiles, separated by commas, got '" .. item .. "'", 0)
+    end
+    wanted[t .. ":" .. a] = true
+    named[#named + 1] = t
+    named[#named + 1] = a
+  end
+  if only == nil then only = table.concat(named, ",") end
+end
 local vtrun = arg[-1]
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 local worker = here .. "pairs_worker.lua"
@@ -31,8 +52,25 @@ for _, p in ipairs(vt.profiles()) do
   end
 end
 
+if only ~= nil then
+  local known = {}
+  for _, p in ipairs(vt.profiles()) do known[p.name] = p end
+  for name in only:gmatch("[^,]+") do
+    if known[name] == nil then error("pairs.lua: unknown profile '" .. name .. "'", 0) end
+    if known[name].available == false then error("pairs.lua: " .. known[name].unavailable, 0) end
+  end
+end
+local function run_pair(p, q) return p ~= q and (wanted == nil or wanted[p .. ":" .. q] == true) end
+local function trains(p)
+  for _, q in ipairs(profiles) do
+    if run_pair(p, q) then return true end
+  end
+  return false
+end
+
 -- Resume only what was started with the same settings.
-local config = vt.json.encode{model = model, steps = steps, profiles = profiles, window = window}
+local config = vt.json.encode{model = model, steps = steps, profiles = profiles, window = window,
+                              pairs = args.pairs ~= "" and args.pairs or nil}
 local function read(path)
   local f = io.open(path)
   if not f then return nil end
@@ -121,20 +159,20 @@ if window == "calibrated" then
 end
 local trained = {}
 for _, p in ipairs(profiles) do
-  submit(p, p, {"train", workdir .. "/" .. p, model, steps, windows}, function(r, cached)
+  if trains(p) then submit(p, p, {"train", workdir .. "/" .. p, model, steps, windows}, function(r, cached)
     trained[p] = r
     print(string.format("trainer %-8s root %s  %s s  logged/step %s (fraction %s)  log bytes/step %s%s", p,
                         r.root:sub(1, 16), r.seconds, r.logged_per_step, r.logged_fraction, r.log_bytes_per_step,
                         cached and "  (cached)" or ""))
     io.stdout:flush()
-  end)
+  end) end
 end
 drain()
 
 local outcome = {}
 for _, p in ipairs(profiles) do
   for _, q in ipairs(profiles) do
-    if p ~= q then
+    if run_pair(p, q) then
       local name = p .. "-by-" .. q
       submit(name, q, {"audit", workdir .. "/" .. p, workdir .. "/" .. name, model, steps, windows}, function(a, cached)
         local ok = a.root == trained[p].root and a.illegitimate == "0"
@@ -160,8 +198,8 @@ local rows = {header}
 for _, p in ipairs(profiles) do
   local row = string.format("%-15s", p)
   for _, q in ipairs(profiles) do
-    local o = p == q and "-" or outcome[p .. "-by-" .. q]
-    if p ~= q then
+    local o = run_pair(p, q) and outcome[p .. "-by-" .. q] or "-"
+    if run_pair(p, q) then
       if o:sub(1, 2) == "ok" then passed = passed + 1 else failed = failed + 1 end
     end
     row = row .. string.format(" %10s", o)

@@ -89,10 +89,13 @@ end)
 s:test("each profile runs and is deterministic", function()
   local results = results_of_all()
   for _, name in ipairs(names) do
-    local again = run_probe(name, name .. "_again")
+    -- cuda's index-add uses atomics: its order, and so its bits, change from run to run.
+    local again = name ~= "cuda" and run_probe(name, name .. "_again") or nil
+    if again == nil then goto continue end
     for _, what in ipairs(probes) do
       T.assert_true(results[name][what]:equal(again[what]), name .. " " .. what .. " repeats bit for bit")
     end
+    ::continue::
   end
 end)
 
@@ -106,10 +109,14 @@ s:test("process-level profiles really load their BLAS and ATen kernels", functio
   if results.avx512 then T.assert_true(results.avx512.out:find("AVX512", 1, true) ~= nil, results.avx512.out) end
 end)
 
-s:test("a profile this CPU cannot run says why", function()
+s:test("a profile this machine cannot run says why", function()
   for _, p in ipairs(unavailable) do
-    T.assert_true(p.unavailable:find("needs a CPU with", 1, true) ~= nil, p.unavailable)
-    T.assert_error(function() vt.set_profile(p.name) end, "which this CPU lacks", true)
+    local why = p.name == "cuda" and "needs a LibTorch built with CUDA and an NVIDIA GPU" or "needs a CPU with"
+    T.assert_true(p.unavailable:find(why, 1, true) ~= nil, p.unavailable)
+    T.assert_error(function() vt.set_profile(p.name) end, why, true)
+    -- Nor can a process start under it.
+    local out = io.popen(vtrun .. " --profile " .. p.name .. " -e 'print(1)' 2>&1"):read("*a")
+    T.assert_true(out:find(why, 1, true) ~= nil, out)
   end
 end)
 
