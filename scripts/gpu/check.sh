@@ -7,7 +7,10 @@
 #     native audited on cuda (equal roots, 0 illegitimate entries, step times);
 #   - scripts/verify/divergence.lua: cuda against native without logs (first differing step).
 #
-#   bash scripts/gpu/check.sh [OUT_DIR] [STEPS]     # defaults: $OUT or ./gpu-check, 200
+#   bash scripts/gpu/check.sh [OUT_DIR] [STEPS] [WINDOW]   # defaults: $OUT or ./gpu-check, 200, calibrated
+#
+# Fashion-MNIST (ResNet's data) is read from Debian's dataset-fashion-mnist folder; where the
+# machine has none, from .gpu-data/fashion-mnist (copied there beside the Debian packages).
 #
 # Logs go to OUT_DIR (build.log, pairs-gpt.txt, pairs-resnet.txt, divergence-gpt.txt,
 # divergence-resnet.txt, windows.tar); the last lines printed are the summary.
@@ -15,6 +18,10 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-${OUT:-gpu-check}}
 steps=${2:-200}
+window=${3:-calibrated}
+if [[ ! -d /usr/share/datasets/fashion-mnist && -d .gpu-data/fashion-mnist ]]; then
+  mkdir -p /usr/share/datasets && ln -s "$PWD/.gpu-data/fashion-mnist" /usr/share/datasets/fashion-mnist
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 t0=$(date +%s)
@@ -36,12 +43,27 @@ if [[ -x build-gpu/vt_precision_cuda_compare ]]; then
 fi
 $vtrun -e 'for _, p in ipairs(vt.profiles()) do print(p.name, p.available, p.unavailable or "") end' 2>&1 | tee -a "$out/build.log"
 
+# CALIBRATE_PROBE=1: also runs the calibration worker alone (GPT, native/splitk4/cuda), its
+# stderr and exit status kept in calibrate.txt, under cuda-gdb for a backtrace if it fails.
+if [[ ${CALIBRATE_PROBE:-0} == 1 ]]; then
+  (
+    probe=(build-gpu/vtrun --profile native scripts/verify/pairs_worker.lua calibrate /tmp/probe.json gpt 200
+           native,splitk4,cuda)
+    "${probe[@]}" > "$out/calibrate.txt" 2>&1
+    rc=$?
+    echo "exit $rc" >> "$out/calibrate.txt"
+    if [[ $rc != 0 ]] && command -v cuda-gdb >/dev/null; then
+      cuda-gdb -batch -ex run -ex bt -ex "info threads" --args "${probe[@]}" >> "$out/calibrate.txt" 2>&1
+    fi
+  ) &
+fi
+
 work=/tmp/vt-gpu-runs
 rm -rf "$work"
 mkdir -p "$work"
 pairs=cuda:native,cuda:splitk4,native:cuda
 for model in gpt resnet; do
-  $vtrun scripts/verify/pairs.lua model=$model steps="$steps" window=calibrated jobs=3 pairs=$pairs \
+  $vtrun scripts/verify/pairs.lua model=$model steps="$steps" window="$window" jobs=3 pairs=$pairs \
     dir="$work/$model" > "$out/pairs-$model.txt" 2>&1 &
   $vtrun scripts/verify/divergence.lua model=$model steps="$steps" profile_a=cuda profile_b=native \
     > "$out/divergence-$model.txt" 2>&1 &
