@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +33,25 @@ namespace {
 constexpr const char* kProcessMeta = "vt.Process";
 constexpr size_t kMaxLine = size_t{1} << 30;
 
+// This process's environment with `extra` ("NAME=value") set over it, as putenv would.
+std::vector<std::string> MergedEnvironment(const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string kv = *e;
+    bool replaced = false;
+    for (const std::string& x : extra) replaced = replaced || name_of(x) == name_of(kv);
+    if (!replaced) out.push_back(kv);
+  }
+  for (size_t i = 0; i < extra.size(); ++i) {  // of repeated names, the last wins
+    bool later = false;
+    for (size_t j = i + 1; j < extra.size(); ++j)
+      later = later || name_of(extra[j]) == name_of(extra[i]);
+    if (!later) out.push_back(extra[i]);
+  }
+  return out;
+}
+
 class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
@@ -40,20 +60,26 @@ class Child {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
       throw Error(std::string("socketpair: ") + std::strerror(errno));
-    pid_ = fork();
-    if (pid_ < 0) throw Error(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      dup2(fds[1], 0);
-      dup2(fds[1], 1);
-      for (const std::string& kv : env) putenv(const_cast<char*>(kv.c_str()));
-      std::vector<char*> args;
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      const std::string msg =
-          "vt.process.spawn: cannot run '" + argv[0] + "': " + std::strerror(errno) + "\n";
-      (void)!write(2, msg.data(), msg.size());
-      _exit(127);
+    // posix_spawn, not fork: a child of a process with many threads, OpenMP pools and a
+    // GPU context must not run the libraries' fork handlers or copy their state; it only
+    // executes. Both socket ends are close-on-exec; the child's 0 and 1 are dups.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    std::vector<std::string> environment = MergedEnvironment(env);
+    std::vector<char*> envp;
+    for (std::string& kv : environment) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int err = posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (err != 0) {
+      close(fds[0]);
+      close(fds[1]);
+      throw Error("cannot run '" + argv[0] + "': " + std::strerror(err));
     }
     close(fds[1]);
     sock_ = fds[0];
