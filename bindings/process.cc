@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,22 +34,15 @@ namespace {
 constexpr const char* kProcessMeta = "vt.Process";
 constexpr size_t kMaxLine = size_t{1} << 30;
 
-// This process's environment with `extra` ("NAME=value") set over it, as putenv would.
+// This process's environment with `extra` ("NAME=value") set over it, as putenv would (of
+// repeated names, the last wins).
 std::vector<std::string> MergedEnvironment(const std::vector<std::string>& extra) {
+  std::map<std::string, std::string> by_name;
+  auto set = [&](const std::string& kv) { by_name[kv.substr(0, kv.find('='))] = kv; };
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) set(*e);
+  for (const std::string& kv : extra) set(kv);
   std::vector<std::string> out;
-  auto name_of = [](const std::string& kv) { return kv.substr(0, kv.find('=')); };
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string kv = *e;
-    bool replaced = false;
-    for (const std::string& x : extra) replaced = replaced || name_of(x) == name_of(kv);
-    if (!replaced) out.push_back(kv);
-  }
-  for (size_t i = 0; i < extra.size(); ++i) {  // of repeated names, the last wins
-    bool later = false;
-    for (size_t j = i + 1; j < extra.size(); ++j)
-      later = later || name_of(extra[j]) == name_of(extra[i]);
-    if (!later) out.push_back(extra[i]);
-  }
+  for (auto& [name, kv] : by_name) out.push_back(std::move(kv));
   return out;
 }
 

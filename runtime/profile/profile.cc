@@ -342,7 +342,7 @@ std::string CudaUnavailable() {
              TorchVersion() +
              (dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD) != nullptr
                   ? " with CUDA, but no GPU is visible"
-                  : " without CUDA");
+                  : " without CUDA (build one against a CUDA LibTorch: README, \"GPU profile\")");
     }
     return std::string();
   }();
@@ -382,14 +382,11 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 
 at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
   const Profile& p = CurrentProfile();
-  if (p.cuda) {
-    const at::Tensor g = x.to(kGpu);
-    return Back(dims.empty() ? (keepdim ? g.sum(c10::IntArrayRef{}, true) : g.sum())
-                             : g.sum(dims, keepdim));
-  }
-  if (p.reduce == ReduceOrder::kAten) {
-    return dims.empty() ? (keepdim ? x.sum(c10::IntArrayRef{}, true) : x.sum())
-                        : x.sum(dims, keepdim);
+  if (p.cuda || p.reduce == ReduceOrder::kAten) {  // the device's own kernel decides the order
+    const at::Tensor in = p.cuda ? x.to(kGpu) : x;
+    at::Tensor out = dims.empty() ? (keepdim ? in.sum(c10::IntArrayRef{}, true) : in.sum())
+                                  : in.sum(dims, keepdim);
+    return p.cuda ? Back(out) : out;
   }
   // Normalize the reduced dimensions; split the first of them into chunks.
   std::vector<int64_t> reduce;
@@ -416,13 +413,10 @@ at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64
                 "-d index");
   }
   const Profile& p = CurrentProfile();
-  if (p.cuda) {
-    return Back(at::zeros({rows, values.size(1)}, values.options().device(kGpu))
-                    .index_add_(0, index.to(kGpu), values.to(kGpu)));
-  }
   auto add = [&](const at::Tensor& v, const at::Tensor& i) {
-    return at::zeros({rows, values.size(1)}, values.options()).index_add_(0, i, v);
+    return at::zeros({rows, values.size(1)}, v.options()).index_add_(0, i, v);
   };
+  if (p.cuda) return Back(add(values.to(kGpu), index.to(kGpu)));
   if (p.reduce == ReduceOrder::kAten) return add(values, index);
   // Only the rows that occur are accumulated per chunk, so the partial results stay small
   // for a large vocabulary.

@@ -64,6 +64,14 @@ st:test("a tensor name with a 0x00 byte is refused, on save and on load", functi
   T.assert_eq(m.k, "x\0y")
 end)
 
+-- Loads a one-tensor file (4 data bytes) whose entry is `entry` and checks the error names
+-- the file, the tensor and `expected`.
+local function assert_entry_refused(file, tensor, entry, expected)
+  local path = write_safetensors(file, '{"' .. tensor .. '":' .. entry .. '}', string.rep("\0", 4))
+  local msg = T.assert_error(function() return vt.safetensors.load(path) end, expected, true)
+  T.assert_true(msg:find("safetensors file '" .. path .. "': tensor '" .. tensor .. "': ", 1, true) ~= nil, msg)
+end
+
 st:test("negative, fractional and overflowing shapes name the file, the tensor and the dimension", function()
   local cases = {
     {"[-1]", "shape dimension 0 is -1 (must be >= 0)"},
@@ -77,12 +85,10 @@ st:test("negative, fractional and overflowing shapes name the file, the tensor a
     {'"7"', "shape must be an array of integers"},
   }
   for i, case in ipairs(cases) do
-    local path = write_safetensors("shape" .. i,
-        '{"weight.0":{"dtype":"F32","shape":' .. case[1] .. ',"data_offsets":[0,4]}}', string.rep("\0", 4))
     -- Before: LibTorch's own message ("Trying to create tensor with negative dimension -1",
     -- "[enforce fail at alloc_cpu.cpp:75]"), naming neither the file nor the tensor.
-    local msg = T.assert_error(function() return vt.safetensors.load(path) end, case[2], true)
-    T.assert_true(msg:find("safetensors file '" .. path .. "': tensor 'weight.0': ", 1, true) ~= nil, msg)
+    assert_entry_refused("shape" .. i, "weight.0", '{"dtype":"F32","shape":' .. case[1] .. ',"data_offsets":[0,4]}',
+                         case[2])
   end
   -- A zero dimension is an empty tensor, not an error.
   local empty = write_safetensors("empty", '{"e":{"dtype":"F32","shape":[0,5],"data_offsets":[0,0]}}')
@@ -102,10 +108,7 @@ st:test("fractional, negative and malformed data_offsets are refused, naming the
     {"[0,8]", "data_offsets [0, 8] out of range (the file holds 4 data bytes)"},
   }
   for i, case in ipairs(cases) do
-    local path = write_safetensors("offsets" .. i,
-        '{"w":{"dtype":"F32","shape":[1],"data_offsets":' .. case[1] .. '}}', string.rep("\0", 4))
-    local msg = T.assert_error(function() return vt.safetensors.load(path) end, case[2], true)
-    T.assert_true(msg:find("safetensors file '" .. path .. "': tensor 'w': ", 1, true) ~= nil, msg)
+    assert_entry_refused("offsets" .. i, "w", '{"dtype":"F32","shape":[1],"data_offsets":' .. case[1] .. '}', case[2])
   end
 end)
 
