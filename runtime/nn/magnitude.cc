@@ -1,21 +1,93 @@
 #include "runtime/nn/magnitude.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "runtime/nn/context.h"
 
 namespace vt::nn {
 
-at::Tensor RowNorms(const at::Tensor& t) {
-  at::NoGradGuard no_grad;
-  return at::linalg_vector_norm(t.detach(), 2, {-1}, /*keepdim=*/true);
+namespace {
+
+// Sums of squares of the rows of a contiguous [batch, m, k] block: out[b, i] = sum_j t[b,i,j]^2.
+// Each output is one thread's sequential sum (the result never depends on the thread count).
+void RowSquares(const double* t, int64_t rows, int64_t k, double* out) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(k, 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t r = begin; r < end; ++r) {
+                       const double* row = t + r * k;
+                       // Four partial sums: the loop vectorizes without -ffast-math.
+                       double s[4] = {0.0, 0.0, 0.0, 0.0};
+                       int64_t j = 0;
+                       for (; j + 4 <= k; j += 4) {
+                         for (int l = 0; l < 4; ++l) s[l] += row[j + l] * row[j + l];
+                       }
+                       for (; j < k; ++j) s[0] += row[j] * row[j];
+                       out[r] = (s[0] + s[1]) + (s[2] + s[3]);
+                     }
+                   });
 }
 
-at::Tensor ColNorms(const at::Tensor& t) {
-  at::NoGradGuard no_grad;
-  return at::linalg_vector_norm(t.detach(), 2, {-2}, /*keepdim=*/true);
+// Sums of squares of the columns of a contiguous [batch, m, k] block: out[b, j] = sum_i t[b,i,j]^2,
+// accumulated row by row so the inner loop runs along contiguous memory.
+void ColSquares(const double* t, int64_t batch, int64_t m, int64_t k, double* out) {
+  at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const double* block = t + b * m * k;
+      double* __restrict acc = out + b * k;
+      for (int64_t j = 0; j < k; ++j) acc[j] = 0.0;
+      for (int64_t i = 0; i < m; ++i) {
+        const double* __restrict row = block + i * k;
+        for (int64_t j = 0; j < k; ++j) acc[j] += row[j] * row[j];
+      }
+    }
+  });
 }
+
+// The norms of t's rows (over_rows) or columns (else), [..., m, 1] or [..., 1, n], from
+// whichever of t and its transpose is laid out contiguously (one copy otherwise).
+at::Tensor Norms(const at::Tensor& input, bool over_last) {
+  at::NoGradGuard no_grad;
+  at::Tensor t = input.detach();
+  if (t.dim() < 2 || t.scalar_type() != at::kDouble || !t.device().is_cpu()) {
+    return at::linalg_vector_norm(t, 2, {over_last ? -1 : -2}, /*keepdim=*/true);
+  }
+  const int64_t m = t.size(-2), k = t.size(-1);
+  const int64_t batch = m * k == 0 ? 0 : t.numel() / (m * k);
+  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+  shape[shape.size() - (over_last ? 1 : 2)] = 1;
+  at::Tensor out = at::empty(shape, t.options().memory_format(at::MemoryFormat::Contiguous));
+  if (out.numel() == 0) return out;
+  if (t.numel() == 0) return out.zero_();
+  // A transposed contiguous block: rows of t are columns of its transpose.
+  const at::Tensor tt = t.transpose(-1, -2);
+  bool rows = over_last;
+  at::Tensor src = t;
+  if (!t.is_contiguous() && tt.is_contiguous()) {
+    src = tt;
+    rows = !over_last;
+  } else if (!t.is_contiguous()) {
+    src = t.contiguous();
+  }
+  const int64_t sm = src.size(-2), sk = src.size(-1);
+  double* o = out.data_ptr<double>();
+  if (rows) {
+    RowSquares(src.data_ptr<double>(), batch * sm, sk, o);
+  } else {
+    ColSquares(src.data_ptr<double>(), batch, sm, sk, o);
+  }
+  return out.sqrt_();
+}
+
+}  // namespace
+
+at::Tensor RowNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/true); }
+
+at::Tensor ColNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/false); }
 
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
   at::NoGradGuard no_grad;

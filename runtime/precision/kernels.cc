@@ -379,22 +379,28 @@ VT_DEFINE_KERNELS(Generic, VT_TARGET_GENERIC)
 VT_DEFINE_KERNELS(Avx2, VT_TARGET_AVX2)
 VT_DEFINE_KERNELS(Avx512, VT_TARGET_AVX512)
 
-#define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE) \
-  {                                                                                   \
-    {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},   \
-        {REPLAY, REPLAY_IN_PLACE},                                                    \
-        {{NAME##RoundM00, NAME##RoundM01}, {NAME##RoundM10, NAME##RoundM11}},         \
-        {NAME##ReplayM0, NAME##ReplayM1}, NAME##Grid, NAME##MaxAbs, NAME##Count,      \
+// ROUND_LOG..REPLAY_IN_PLACE: the logging round and the replay, out of place and in place;
+// ROUND_M_LOG.. : the same with per-element magnitudes.
+#define VT_KERNEL_TABLE(NAME, ROUND_LOG, ROUND_LOG_IN_PLACE, REPLAY, REPLAY_IN_PLACE, ROUND_M_LOG, \
+                        ROUND_M_LOG_IN_PLACE, REPLAY_M, REPLAY_M_IN_PLACE)                         \
+  {                                                                                                \
+    {{NAME##RoundNoLog, NAME##RoundNoLogInPlace}, {ROUND_LOG, ROUND_LOG_IN_PLACE}},                \
+        {REPLAY, REPLAY_IN_PLACE},                                                                 \
+        {{NAME##RoundM00, NAME##RoundM01}, {ROUND_M_LOG, ROUND_M_LOG_IN_PLACE}},                   \
+        {REPLAY_M, REPLAY_M_IN_PLACE}, NAME##Grid, NAME##MaxAbs, NAME##Count,                      \
   }
+#define VT_AUTO_KERNEL_TABLE(NAME)                                                                \
+  VT_KERNEL_TABLE(NAME, NAME##RoundLog, NAME##RoundLogInPlace, NAME##Replay, NAME##ReplayInPlace, \
+                  NAME##RoundM10, NAME##RoundM11, NAME##ReplayM0, NAME##ReplayM1)
 
-const KernelTable kGenericTable = VT_KERNEL_TABLE(Generic, GenericRoundLog, GenericRoundLogInPlace,
-                                                  GenericReplay, GenericReplayInPlace);
-const KernelTable kAvx2Table =
-    VT_KERNEL_TABLE(Avx2, Avx2RoundLog, Avx2RoundLogInPlace, Avx2Replay, Avx2ReplayInPlace);
+const KernelTable kGenericTable = VT_AUTO_KERNEL_TABLE(Generic);
+const KernelTable kAvx2Table = VT_AUTO_KERNEL_TABLE(Avx2);
 // AVX-512 classifies and replays with the hand-written kernels (kernels_avx512.h); the
 // auto-vectorized ones stay as the reference the tests compare them with.
 const KernelTable kAvx512Table =
-    VT_KERNEL_TABLE(Avx512, avx512::RoundLog, avx512::RoundLog, avx512::Replay, avx512::Replay);
+    VT_KERNEL_TABLE(Avx512, avx512::RoundLog, avx512::RoundLog, avx512::Replay, avx512::Replay,
+                    avx512::RoundLogMagnitude, avx512::RoundLogMagnitude, avx512::ReplayMagnitude,
+                    avx512::ReplayMagnitude);
 
 bool CpuHas(KernelIsa isa) {
   switch (isa) {

@@ -96,9 +96,8 @@ struct Wide {
 };
 
 VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const KernelParams& p,
-                            __m512i k_minus_23) {
+                            __m512d alpha_scale, __m512i k_minus_23) {
   const __m512d band = _mm512_set1_pd(p.band);
-  const __m512d alpha_scale = _mm512_set1_pd(p.alpha_scale);
   const __m512d lower_mid = LowerMid8(l, k_minus_23);
   const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
   Wide r;
@@ -150,21 +149,40 @@ VT_AVX512 inline __mmask8 TailMask(int64_t left) {
 // kRelative (alpha_scale 0, band <= 1/4, the paper's): w = fl(band * g) <= g/4, never EXACT.
 enum class Shape { kGeneral, kAbsolute, kRelative };
 
+// Where the window's absolute term comes from (kernels.cc MagnitudeMode): alpha_scale for
+// every lane, fl(alpha * m[i]) from a magnitude array, or fl(alpha * |x[i]|).
+enum class Mag { kScale, kArray, kOwn };
+
+// The absolute term of 8 lanes; for an array, folds the lanes whose magnitude breaks its
+// contract (window.h: finite and >= 0; kernels.cc BadMagnitude) into `bad_m`.
+template <Mag kMag>
+VT_AVX512 inline __m512d AbsoluteTerm8(const KernelParams& p, const Lanes& l, const double* mag,
+                                       __mmask8 valid, __mmask8* bad_m) {
+  if (kMag == Mag::kScale) return _mm512_set1_pd(p.alpha_scale);
+  if (kMag == Mag::kOwn) return _mm512_mul_pd(_mm512_set1_pd(p.alpha), l.a);
+  const __m512d m = _mm512_maskz_loadu_pd(valid, mag);
+  *bad_m |= static_cast<__mmask8>((_mm512_cmp_pd_mask(m, _mm512_setzero_pd(), _CMP_NGE_UQ) |
+                                   _mm512_cmp_pd_mask(m, _mm512_set1_pd(kInfinity), _CMP_NLT_UQ)) &
+                                  valid);
+  return _mm512_mul_pd(_mm512_set1_pd(p.alpha), m);
+}
+
 // Classifies and rounds 8 lanes (the first `valid` ones are real); returns the 8 state
 // bytes and folds the bit patterns of rnd_b(|x|) into `max_r` for the range check.
-template <Shape kShape>
-VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, double* out,
-                                   __mmask8 valid, __m512i* max_r, int64_t* steerable) {
+template <Shape kShape, Mag kMag>
+VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, const double* mag,
+                                   double* out, __mmask8 valid, __m512i* max_r, int64_t* steerable,
+                                   __mmask8* bad_m) {
   const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
   const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
   const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
   const Lanes l = CellOf8(xv, k_plus_29, k_minus_23);
   // !(r < 2^128) for a non-negative r or NaN is "bits of r >= bits of 2^128" (unsigned).
   *max_r = _mm512_max_epu64(*max_r, _mm512_castpd_si512(l.r));
-  const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
-                    : kShape == Shape::kRelative
-                        ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
-                        : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+  const __m512d as = AbsoluteTerm8<kMag>(p, l, mag, valid, bad_m);
+  const __m512d w = kShape == Shape::kAbsolute   ? as
+                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                                                 : Window8(_mm512_set1_pd(p.band), l.g, as);
   const __m512d quarter_g = _mm512_mul_pd(_mm512_set1_pd(0.25), l.g);
   // InWindow without its tiny-magnitude case when no lane is below g/4 (lo = 0 needs
   // |x| < 2^-151): the common case costs one comparison.
@@ -183,7 +201,7 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, doubl
   __mmask8 steer = static_cast<__mmask8>(~l.on_grid & in2 & open & valid);
   if (kShape != Shape::kRelative) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
-      const Wide wide = Wide8(l, w, in2, p, k_minus_23);
+      const Wide wide = Wide8(l, w, in2, p, as, k_minus_23);
       logged = static_cast<__mmask8>((logged | wide.other) & open & valid);
       steer = static_cast<__mmask8>(wide.steerable & valid);
     }
@@ -211,11 +229,17 @@ VT_AVX512 inline void CountStates64(const uint8_t* states, int64_t n, RoundTally
   t->exact += __builtin_popcountll(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(3)) & valid);
 }
 
-template <Shape kShape>
+template <Shape kShape, Mag kMag = Mag::kScale>
 VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out,
-                              uint8_t* states, int64_t n, RoundTally* tally) {
+                              uint8_t* states, int64_t n, RoundTally* tally,
+                              const double* mag = nullptr) {
   const KernelParams p = params;  // a local copy: the state stores cannot alias it
   __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
+  // Lane j's magnitude, if any (only read by Mag::kArray).
+  auto m_at = [mag](int64_t j) __attribute__((always_inline)) {
+    return kMag == Mag::kArray ? mag + j : nullptr;
+  };
   RoundTally t;
   int64_t steerable = 0;
   // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
@@ -223,8 +247,9 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int64_t j = i; j < i + 64; j += 8) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j),
-                       RoundLog8<kShape>(p, x + j, out + j, 0xff, &max_r, &steerable));
+      _mm_storel_epi64(
+          reinterpret_cast<__m128i*>(states + j),
+          RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, 0xff, &max_r, &steerable, &bad_m));
     }
     if (i > 0) CountStates64(states + i - 64, 64, &t);
   }
@@ -232,8 +257,9 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   if (i < n) {
     for (int64_t j = i; j < n; j += 8) {
       const __mmask8 valid = TailMask(n - j);
-      _mm_mask_storeu_epi8(states + j, valid,
-                           RoundLog8<kShape>(p, x + j, out + j, valid, &max_r, &steerable));
+      _mm_mask_storeu_epi8(
+          states + j, valid,
+          RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m));
     }
     CountStates64(states + i, n - i, &t);
   }
@@ -244,6 +270,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   tally->exact += t.exact;
   tally->steerable += steerable;
   tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
 }
 
 // What a replay counts, per lane group.
@@ -253,19 +280,20 @@ struct ReplayCounts {
 
 // Replays 8 lanes (the first `valid` ones are real): writes the results, adds the counts
 // and folds the bit patterns of rnd_b(|x'|) and of the results into `max_r`.
-template <Shape kShape>
-VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint8_t* states,
-                              double* out, __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
+template <Shape kShape, Mag kMag>
+VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const double* mag,
+                              const uint8_t* states, double* out, __mmask8 valid, ReplayCounts* c,
+                              __m512i* max_r, __mmask8* bad_m) {
   const __m512i k_plus_29 = _mm512_set1_epi64(static_cast<long long>(p.k + 29));
   const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
   const __m512d xv = _mm512_maskz_loadu_pd(valid, x);
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
   const Lanes l = CellOf8(xv, k_plus_29, k_minus_23);
   // kRelative here only means alpha_scale = 0 (any band): w = fl(band * g) + 0 = fl(band * g).
-  const __m512d w = kShape == Shape::kAbsolute ? _mm512_set1_pd(p.alpha_scale)
-                    : kShape == Shape::kRelative
-                        ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
-                        : Window8(_mm512_set1_pd(p.band), l.g, _mm512_set1_pd(p.alpha_scale));
+  const __m512d as = AbsoluteTerm8<kMag>(p, l, mag, valid, bad_m);
+  const __m512d w = kShape == Shape::kAbsolute   ? as
+                    : kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), l.g)
+                                                 : Window8(_mm512_set1_pd(p.band), l.g, as);
   const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
   const __mmask8 off = static_cast<__mmask8>(~l.on_grid);
   const __mmask8 st_none = _mm512_cmpeq_epi64_mask(st, _mm512_setzero_si512());
@@ -303,7 +331,7 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
   __mmask8 steer = static_cast<__mmask8>(off & in2 & ~shut & valid);
   if (kShape != Shape::kRelative || p.band > 0.25) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
-      const Wide wide = Wide8(l, w, in2, p, k_minus_23);
+      const Wide wide = Wide8(l, w, in2, p, as, k_minus_23);
       far |= wide.too_wide;
       steer = static_cast<__mmask8>(wide.steerable & valid);
     }
@@ -318,15 +346,25 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const uint
                         _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(result), l.sign)));
 }
 
-template <Shape kShape>
+template <Shape kShape, Mag kMag = Mag::kScale>
 VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const uint8_t* states,
-                            double* out, int64_t n, ReplayTally* tally) {
+                            double* out, int64_t n, ReplayTally* tally,
+                            const double* mag = nullptr) {
   const KernelParams p = params;  // a local copy: the output stores cannot alias it
   __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
   ReplayCounts c;
+  auto m_at = [mag](int64_t j) __attribute__((always_inline)) {
+    return kMag == Mag::kArray ? mag + j : nullptr;
+  };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) Replay8<kShape>(p, x + i, states + i, out + i, 0xff, &c, &max_r);
-  if (i < n) Replay8<kShape>(p, x + i, states + i, out + i, TailMask(n - i), &c, &max_r);
+  for (; i + 8 <= n; i += 8) {
+    Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, 0xff, &c, &max_r, &bad_m);
+  }
+  if (i < n) {
+    Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, TailMask(n - i), &c, &max_r,
+                          &bad_m);
+  }
   const __mmask8 bad = _mm512_cmpge_epu64_mask(
       max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
   tally->corrections += c.corrections;
@@ -334,6 +372,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   tally->near_misses += c.near_misses;
   tally->steerable += c.steerable;
   tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
 }
 
 }  // namespace
@@ -357,6 +396,34 @@ VT_AVX512 void Replay(const KernelParams& p, const double* x, const uint8_t* sta
     ReplayShaped<Shape::kRelative>(p, x, states, out, n, tally);
   } else {
     ReplayShaped<Shape::kGeneral>(p, x, states, out, n, tally);
+  }
+}
+
+// Per-element absolute terms: the shapes that skip work assume one alpha_scale, so only the
+// band = 0 shape (w is the absolute term itself) is kept apart from the general one.
+VT_AVX512 void RoundLogMagnitude(const KernelParams& p, const double* x, double* out,
+                                 uint8_t* states, int64_t n, RoundTally* tally,
+                                 const double* magnitude) {
+  if (magnitude != nullptr) {
+    p.band == 0.0
+        ? RoundLogShaped<Shape::kAbsolute, Mag::kArray>(p, x, out, states, n, tally, magnitude)
+        : RoundLogShaped<Shape::kGeneral, Mag::kArray>(p, x, out, states, n, tally, magnitude);
+  } else {
+    p.band == 0.0 ? RoundLogShaped<Shape::kAbsolute, Mag::kOwn>(p, x, out, states, n, tally)
+                  : RoundLogShaped<Shape::kGeneral, Mag::kOwn>(p, x, out, states, n, tally);
+  }
+}
+
+VT_AVX512 void ReplayMagnitude(const KernelParams& p, const double* x, const uint8_t* states,
+                               double* out, int64_t n, ReplayTally* tally,
+                               const double* magnitude) {
+  if (magnitude != nullptr) {
+    p.band == 0.0
+        ? ReplayShaped<Shape::kAbsolute, Mag::kArray>(p, x, states, out, n, tally, magnitude)
+        : ReplayShaped<Shape::kGeneral, Mag::kArray>(p, x, states, out, n, tally, magnitude);
+  } else {
+    p.band == 0.0 ? ReplayShaped<Shape::kAbsolute, Mag::kOwn>(p, x, states, out, n, tally)
+                  : ReplayShaped<Shape::kGeneral, Mag::kOwn>(p, x, states, out, n, tally);
   }
 }
 

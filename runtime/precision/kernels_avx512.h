@@ -23,4 +23,12 @@ void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* stat
 void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out, int64_t n,
             ReplayTally* tally);
 
+// The same with per-element absolute terms: fl(alpha * magnitude[i]), or fl(alpha * |x[i]|)
+// when `magnitude` is null (kernels.h KernelParams::own_magnitude); bad magnitudes set
+// tally->bad_magnitude.
+void RoundLogMagnitude(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                       int64_t n, RoundTally* tally, const double* magnitude);
+void ReplayMagnitude(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                     int64_t n, ReplayTally* tally, const double* magnitude);
+
 }  // namespace vt::precision::avx512

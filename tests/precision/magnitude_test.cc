@@ -99,35 +99,51 @@ TEST_CASE("every kernel variant agrees on per-element windows", "[precision][mag
   std::uniform_real_distribution<double> f(1.0, 1e6);
   for (size_t i = 0; i < xs.size(); ++i) ms[i] = std::fabs(xs[i]) * f(rng);
   const at::Tensor x = ToTensor(xs), m = ToTensor(ms);
-  const RoundOptions o = Options(0.0625, 0x1p-45);
+  // The auditor's values: the trainer's, nudged by a relative 2^-40 (some of its entries become
+  // corrections, near misses or illegitimate ones under a narrow window).
+  const at::Tensor x_auditor = x * (1.0 + 0x1p-40);
+  // Narrow, absolute-only (band 0), paper-like and wide (EXACT entries) windows; the magnitude
+  // as an array and as each value's own |x|.
+  const std::vector<std::pair<double, double>> windows = {
+      {0.0625, 0x1p-45}, {0.0, 0x1p-30}, {0.25, 0x1p-20}, {0.0, 0x1p-12}, {0.125, 0x1p-8}};
   IsaGuard guard;
-  std::vector<double> ref_out, ref_replay;
-  std::vector<uint8_t> ref_states;
-  int64_t ref_steer = -1, ref_replay_steer = -1;
-  for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
-    prec::SetKernelIsa(isa);
-    LogRecord r;
-    const auto res = prec::Round(x, o, &r, {}, m);
-    // The auditor's values: one grid step away from the trainer's where that keeps them within
-    // a window; replayed in place too.
-    const auto rep = prec::Replay(x, r, o, {}, m);
-    at::Tensor in_place = x.clone();
-    prec::ReplayInto(in_place, r, in_place, o, {}, m);
-    CHECK(in_place.equal(rep.rounded));
-    if (ref_steer < 0) {
-      ref_out = ToVector(res.rounded);
-      ref_states = States(r);
-      ref_steer = res.stats.steerable;
-      ref_replay = ToVector(rep.rounded);
-      ref_replay_steer = rep.report.steerable;
-      continue;
+  for (const auto& [band, alpha] : windows) {
+    for (bool own : {false, true}) {
+      RoundOptions o = Options(band, alpha);
+      o.own_magnitude = own;
+      const at::Tensor mag = own ? at::Tensor() : m;
+      INFO("band " << band << ", alpha " << alpha << (own ? ", own magnitudes" : ", array"));
+      std::vector<double> ref_out, ref_replay;
+      std::vector<uint8_t> ref_states;
+      int64_t ref_steer = -1;
+      prec::ReplayReport ref_report;
+      for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+        prec::SetKernelIsa(isa);
+        LogRecord r;
+        const auto res = prec::Round(x, o, &r, {}, mag);
+        const auto rep = prec::Replay(x_auditor, r, o, {}, mag);
+        at::Tensor in_place = x_auditor.clone();
+        prec::ReplayInto(in_place, r, in_place, o, {}, mag);
+        CHECK(in_place.equal(rep.rounded));
+        if (ref_steer < 0) {
+          ref_out = ToVector(res.rounded);
+          ref_states = States(r);
+          ref_steer = res.stats.steerable;
+          ref_replay = ToVector(rep.rounded);
+          ref_report = rep.report;
+          continue;
+        }
+        INFO("variant " << prec::KernelIsaName(isa));
+        CHECK(ToVector(res.rounded) == ref_out);
+        CHECK(States(r) == ref_states);
+        CHECK(res.stats.steerable == ref_steer);
+        CHECK(ToVector(rep.rounded) == ref_replay);
+        CHECK(rep.report.steerable == ref_report.steerable);
+        CHECK(rep.report.corrections == ref_report.corrections);
+        CHECK(rep.report.illegitimate == ref_report.illegitimate);
+        CHECK(rep.report.near_misses == ref_report.near_misses);
+      }
     }
-    INFO("variant " << prec::KernelIsaName(isa));
-    CHECK(ToVector(res.rounded) == ref_out);
-    CHECK(States(r) == ref_states);
-    CHECK(res.stats.steerable == ref_steer);
-    CHECK(ToVector(rep.rounded) == ref_replay);
-    CHECK(rep.report.steerable == ref_replay_steer);
   }
 }
 

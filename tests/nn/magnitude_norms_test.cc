@@ -1,0 +1,55 @@
+// The row and column norms of the product magnitudes (runtime/nn/magnitude.h): equal to
+// ATen's vector norm up to the order of the sums (relative 1e-14), for contiguous, transposed,
+// sliced, expanded and batched tensors, empty dimensions, float32 (through ATen), and the
+// same bits whatever the thread count.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <catch2/catch.hpp>
+
+#include "runtime/nn/magnitude.h"
+
+namespace {
+
+void CheckAgainstAten(const at::Tensor& t) {
+  const at::Tensor rows = vt::nn::RowNorms(t), cols = vt::nn::ColNorms(t);
+  const at::Tensor want_rows = at::linalg_vector_norm(t, 2, {-1}, true);
+  const at::Tensor want_cols = at::linalg_vector_norm(t, 2, {-2}, true);
+  REQUIRE(rows.sizes() == want_rows.sizes());
+  REQUIRE(cols.sizes() == want_cols.sizes());
+  CHECK(at::allclose(rows, want_rows, 1e-14, 0.0));
+  CHECK(at::allclose(cols, want_cols, 1e-14, 0.0));
+}
+
+}  // namespace
+
+TEST_CASE("magnitude norms equal ATen's vector norms on every layout", "[nn][magnitude]") {
+  at::manual_seed(7);
+  const at::Tensor a = at::randn({37, 53}, at::kDouble);
+  CheckAgainstAten(a);
+  CheckAgainstAten(a.t());                                          // transposed, contiguous under
+  CheckAgainstAten(a.slice(1, 3, 40, 2));                           // strided
+  CheckAgainstAten(at::randn({5, 1}, at::kDouble).expand({5, 9}));  // stride 0
+  const at::Tensor b = at::randn({3, 4, 17, 6}, at::kDouble);
+  CheckAgainstAten(b);                    // batched
+  CheckAgainstAten(b.transpose(-1, -2));  // batched, transposed
+  CheckAgainstAten(b.transpose(1, 2));    // batched, permuted
+  CheckAgainstAten(at::randn({1, 1}, at::kDouble));
+  CheckAgainstAten(at::randn({8, 33}, at::kFloat));  // not float64: ATen's path
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{0, 4}, {4, 0}, {2, 0, 3}}) {
+    CheckAgainstAten(at::zeros(shape, at::kDouble));
+  }
+}
+
+TEST_CASE("magnitude norms are the same bits on any thread count", "[nn][magnitude]") {
+  at::manual_seed(8);
+  const at::Tensor a = at::randn({300, 700}, at::kDouble);
+  const int before = at::get_num_threads();
+  at::set_num_threads(1);
+  const at::Tensor r1 = vt::nn::RowNorms(a), c1 = vt::nn::ColNorms(a);
+  at::set_num_threads(2);
+  const at::Tensor r2 = vt::nn::RowNorms(a), c2 = vt::nn::ColNorms(a);
+  at::set_num_threads(before);
+  CHECK(at::equal(r1, r2));
+  CHECK(at::equal(c1, c2));
+}
