@@ -171,10 +171,10 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       }
       if (magnitudes) {
         at::NoGradGuard no_grad;
-        at::Tensor m_cols = w_cols * ColNorms(g2d);  // [R, n_c*L]
+        // Col2Im of w_cols (x) ||g2d_:,p|| [R, n_c*L], without the product.
         m_gx.narrow(0, first, count)
-            .copy_(vt::Col2Im(m_cols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride,
-                              padding));
+            .copy_(vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2), x.size(3),
+                                   kh, kw, stride, padding));
         at::Tensor m_part = RowNorms(g2d) * RowNorms(cols).t();  // [O, R]
         m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
         if (has_bias) {

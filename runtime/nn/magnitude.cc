@@ -5,6 +5,8 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "runtime/nn/context.h"
@@ -88,6 +90,108 @@ at::Tensor Norms(const at::Tensor& input, bool over_last) {
 at::Tensor RowNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/true); }
 
 at::Tensor ColNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/false); }
+
+namespace {
+
+// Whether the fused batch-norm loops apply: contiguous CPU float64 [N, C, H, W] tensors and
+// per-channel factors of C values.
+bool Fusable(std::initializer_list<const at::Tensor*> maps,
+             std::initializer_list<const at::Tensor*> factors) {
+  const at::Tensor& first = **maps.begin();
+  if (first.dim() != 4) return false;
+  for (const at::Tensor* t : maps) {
+    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
+        !t->is_contiguous() || t->sizes() != first.sizes()) {
+      return false;
+    }
+  }
+  for (const at::Tensor* t : factors) {
+    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
+        t->numel() != first.size(1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+at::Tensor PerChannelView(const at::Tensor& t) { return t.reshape({1, -1, 1, 1}); }
+
+// Runs body(ch, offset, plane) for every (image, channel) plane of an [N, C, H, W] tensor,
+// channels split over threads (each channel's planes in image order on one thread).
+template <class Body>
+void ForEachPlane(const at::Tensor& t, Body&& body) {
+  const int64_t n = t.size(0), c = t.size(1), plane = t.size(2) * t.size(3);
+  at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      for (int64_t img = 0; img < n; ++img) body(ch, (img * c + ch) * plane, plane);
+    }
+  });
+}
+
+}  // namespace
+
+at::Tensor ChannelAbsSum(const at::Tensor& a_in, const at::Tensor& b_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor a = a_in.detach(), b = b_in.defined() ? b_in.detach() : at::Tensor();
+  if (!(b.defined() ? Fusable({&a, &b}, {}) : Fusable({&a}, {}))) {
+    return (b.defined() ? (a * b).abs() : a.abs()).sum({0, 2, 3});
+  }
+  at::Tensor out = at::zeros({a.size(1)}, a.options());
+  const double* pa = a.data_ptr<double>();
+  const double* pb = b.defined() ? b.data_ptr<double>() : nullptr;
+  double* o = out.data_ptr<double>();
+  ForEachPlane(a, [&](int64_t ch, int64_t off, int64_t plane) {
+    double s = 0.0;
+    if (pb != nullptr) {
+      for (int64_t i = 0; i < plane; ++i) s += std::fabs(pa[off + i] * pb[off + i]);
+    } else {
+      for (int64_t i = 0; i < plane; ++i) s += std::fabs(pa[off + i]);
+    }
+    o[ch] += s;
+  });
+  return out;
+}
+
+at::Tensor AbsPlusChannel(const at::Tensor& a_in, const at::Tensor& c_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
+  if (!Fusable({&a}, {&c})) return a.abs() + PerChannelView(c).abs();
+  at::Tensor out = at::empty_like(a);
+  const double* pa = a.data_ptr<double>();
+  const double* pc = c.data_ptr<double>();
+  double* o = out.data_ptr<double>();
+  ForEachPlane(a, [&](int64_t ch, int64_t off, int64_t plane) {
+    const double cc = std::fabs(pc[ch]);
+    for (int64_t i = 0; i < plane; ++i) o[off + i] = std::fabs(pa[off + i]) + cc;
+  });
+  return out;
+}
+
+at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g_in, const at::Tensor& xhat_in,
+                                       const at::Tensor& w_in, const at::Tensor& rstd_in,
+                                       const at::Tensor& mean_g_in, const at::Tensor& mean_gx_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
+  const at::Tensor w = w_in.detach().contiguous(), rstd = rstd_in.detach().contiguous();
+  const at::Tensor mean_g = mean_g_in.detach().contiguous();
+  const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
+  if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
+    return PerChannelView(rstd) * ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
+                                   (xhat * PerChannelView(mean_gx)).abs());
+  }
+  at::Tensor out = at::empty_like(g);
+  const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
+  const double *pw = w.data_ptr<double>(), *pr = rstd.data_ptr<double>();
+  const double *pm = mean_g.data_ptr<double>(), *pmx = mean_gx.data_ptr<double>();
+  double* o = out.data_ptr<double>();
+  ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
+    const double wc = pw[ch], rc = pr[ch], mc = std::fabs(pm[ch]), mxc = pmx[ch];
+    for (int64_t i = 0; i < plane; ++i) {
+      o[off + i] = rc * (std::fabs(pg[off + i] * wc) + mc + std::fabs(px[off + i] * mxc));
+    }
+  });
+  return out;
+}
 
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
   at::NoGradGuard no_grad;

@@ -25,6 +25,20 @@ at::Tensor ColNorms(const at::Tensor& t);
 // The magnitude of a [..., m, k] @ b [..., k, n]: RowNorms(a) * ColNorms(b), [..., m, n].
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b);
 
+// Batch-norm magnitudes in one pass each over [N, C, H, W] (the per-channel factors are [C]),
+// equal to the ATen expressions in the comments up to the order of the sums:
+//   ChannelAbsSum(a)          sum over n, h, w of |a|                      -> [C]
+//   ChannelAbsSum(a, b)       sum over n, h, w of |a b|                    -> [C]
+//   AbsPlusChannel(a, c)      |a| + |c_ch|                                 -> a's shape
+//   BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx)
+//     rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)                 -> g's shape
+// Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
+at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
+at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
+at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g, const at::Tensor& xhat,
+                                       const at::Tensor& w, const at::Tensor& rstd,
+                                       const at::Tensor& mean_g, const at::Tensor& mean_gx);
+
 // The magnitude of values every party computes bit for bit alike (0-dim zero): a window's
 // absolute term is 0 for them.
 at::Tensor ZeroMagnitude();

@@ -174,7 +174,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const double count = static_cast<double>(x.numel() / x.size(1));
     at::Tensor mean = ApplyBoundary(
         name + ".mean:fwd", ChannelSum(x) / count, -1,
-        MagnitudesWanted() ? Detached([&] { return ChannelSum(x.abs()) / count; }) : at::Tensor());
+        MagnitudesWanted() ? Detached([&] { return ChannelAbsSum(x) / count; }) : at::Tensor());
     at::Tensor centered = x - PerChannel(mean);
     const at::Tensor var_sum = ChannelSum(centered * centered) / count;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
@@ -186,8 +186,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     ctx->mark_non_differentiable({mean, var});
     const at::Tensor scaled = xhat * PerChannel(w);
     at::Tensor y = scaled + PerChannel(b);
-    if (MagnitudesWanted())
-      OfferMagnitude(y, Detached([&] { return scaled.abs() + PerChannel(b).abs(); }));
+    if (MagnitudesWanted()) OfferMagnitude(y, Detached([&] { return AbsPlusChannel(scaled, b); }));
     return {y, mean, var};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -207,10 +206,9 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(
-          gx, PerChannel(rstd) * (gxhat.abs() + PerChannel(mean_g).abs() + centered_term.abs()));
-      AddGradMagnitude(w, ChannelSum(gy_xhat.abs()));
-      AddGradMagnitude(saved[3], ChannelSum(g.abs()));
+      OfferMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));
+      AddGradMagnitude(w, ChannelAbsSum(g, xhat));
+      AddGradMagnitude(saved[3], ChannelAbsSum(g));
     }
     return {gx, ChannelSum(gy_xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -54,15 +54,21 @@ void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t 
   });
 }
 
-template <typename T>
+// Col2Im of cols [C*kh*kw, N*oh*ow]; with kOuter, of the outer product row_factor (x) cols
+// (row_factor [C*kh*kw], cols [N*oh*ow]) without materializing it: each term is the same one
+// product, added in the same order, so the result equals Col2Im of the product bit for bit.
+template <typename T, bool kOuter = false>
 void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
-                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
-  const int64_t l = oh * ow, row_len = n * l;
+                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow,
+                  const T* row_factor = nullptr) {
+  const int64_t l = oh * ow, row_len = kOuter ? 0 : n * l;
   at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       for (int64_t ki = 0; ki < kh; ++ki) {
         for (int64_t kj = 0; kj < kw; ++kj) {
-          const T* row = cols + ((ch * kh + ki) * kw + kj) * row_len;
+          const int64_t r = (ch * kh + ki) * kw + kj;
+          const T* row = cols + r * row_len;
+          const T f = kOuter ? row_factor[r] : T(1);
           for (int64_t img = 0; img < n; ++img) {
             T* dst = x + (img * c + ch) * h * w;
             const T* src = row + img * l;
@@ -73,7 +79,9 @@ void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t 
               const T* in = src + oy * ow;
               int64_t lo, hi;
               ValidRange(ow, w, stride, pad, kj, &lo, &hi);
-              for (int64_t ox = lo; ox < hi; ++ox) out[ox * stride] += in[ox];
+              for (int64_t ox = lo; ox < hi; ++ox) {
+                out[ox * stride] += kOuter ? f * in[ox] : in[ox];
+              }
             }
           }
         }
@@ -111,6 +119,23 @@ at::Tensor Col2Im(const at::Tensor& columns, int64_t n, int64_t c, int64_t h, in
   AT_DISPATCH_FLOATING_TYPES(cols.scalar_type(), "vt_col2im", [&] {
     Col2ImKernel<scalar_t>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh, kw,
                            stride, padding, oh, ow);
+  });
+  return x;
+}
+
+at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_factor, int64_t n,
+                       int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                       int64_t padding) {
+  at::Tensor rows = row_factor.contiguous(), cols = col_factor.contiguous();
+  const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
+  TORCH_CHECK(rows.numel() == c * kh * kw && cols.numel() == n * oh * ow,
+              "Col2ImOuter: factors of ", rows.numel(), " and ", cols.numel(), " values, want ",
+              c * kh * kw, " and ", n * oh * ow);
+  TORCH_CHECK(rows.scalar_type() == cols.scalar_type(), "Col2ImOuter: factors of two dtypes");
+  at::Tensor x = at::zeros({n, c, h, w}, cols.options());
+  AT_DISPATCH_FLOATING_TYPES(cols.scalar_type(), "vt_col2im_outer", [&] {
+    Col2ImKernel<scalar_t, true>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh,
+                                 kw, stride, padding, oh, ow, rows.data_ptr<scalar_t>());
   });
   return x;
 }

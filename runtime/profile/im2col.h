@@ -16,6 +16,13 @@ at::Tensor Im2Col(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride, i
 at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
                   int64_t kw, int64_t stride, int64_t padding);
 
+// Col2Im(row_factor[:, None] * col_factor[None, :]) without the [C*kh*kw, N*oh*ow] product:
+// row_factor has C*kh*kw values, col_factor N*oh*ow; the same bits as Col2Im of the product
+// (the magnitude of a convolution's input gradient, nn/autograd.cc).
+at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_factor, int64_t n,
+                       int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+                       int64_t padding);
+
 // How many images of a batch one im2col chunk holds: columns of at most ~16 MiB, so the
 // buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.
 // A pure function of the shapes, so chunking is the same on every machine.

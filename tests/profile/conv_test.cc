@@ -63,3 +63,24 @@ TEST_CASE("LinearOp and MatmulOp gradients match ATen's", "[conv]") {
   for (int i = 0; i < 2; ++i) CHECK(at::allclose(mo[i], mr[i], 1e-11, 1e-11));
   vt::ActivateProfile(vt::FindProfile("native"));
 }
+
+TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]") {
+  at::manual_seed(11);
+  struct Geometry {
+    int64_t n, c, h, w, k, stride, pad;
+  };
+  for (const Geometry& g : {Geometry{2, 3, 7, 9, 3, 1, 1}, Geometry{3, 2, 8, 8, 3, 2, 1},
+                            Geometry{1, 4, 5, 6, 1, 2, 0}, Geometry{2, 1, 6, 5, 5, 1, 2}}) {
+    const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
+    const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+    const at::Tensor rows = at::rand({g.c * g.k * g.k, 1}, at::kDouble);
+    const at::Tensor cols = at::rand({1, g.n * oh * ow}, at::kDouble);
+    const at::Tensor want = vt::Col2Im(rows * cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
+    const at::Tensor got =
+        vt::Col2ImOuter(rows, cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
+    CHECK(at::equal(got, want));
+  }
+  // 5 and 7 factors where one 3x3 channel over a 3x3 image (padding 1) needs 9 and 9.
+  CHECK_THROWS(vt::Col2ImOuter(at::rand({5}, at::kDouble), at::rand({7}, at::kDouble), 1, 1, 3, 3,
+                               3, 3, 1, 1));
+}

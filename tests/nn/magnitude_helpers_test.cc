@@ -1,7 +1,8 @@
-// The row and column norms of the product magnitudes (runtime/nn/magnitude.h): equal to
-// ATen's vector norm up to the order of the sums (relative 1e-14), for contiguous, transposed,
-// sliced, expanded and batched tensors, empty dimensions, float32 (through ATen), and the
-// same bits whatever the thread count.
+// The fused magnitude helpers (runtime/nn/magnitude.h) against the ATen expressions they
+// replace, up to the order of the sums (relative 1e-14): the row and column norms of product
+// magnitudes for contiguous, transposed, sliced, expanded and batched tensors, empty
+// dimensions and float32 (through ATen), the same bits whatever the thread count; and the
+// batch-norm magnitudes on contiguous maps and on the layouts that fall back to ATen.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -52,4 +53,25 @@ TEST_CASE("magnitude norms are the same bits on any thread count", "[nn][magnitu
   at::set_num_threads(before);
   CHECK(at::equal(r1, r2));
   CHECK(at::equal(c1, c2));
+}
+
+TEST_CASE("batch-norm magnitudes equal their ATen expressions", "[nn][magnitude]") {
+  at::manual_seed(9);
+  const at::Tensor g = at::randn({3, 5, 4, 6}, at::kDouble);
+  const at::Tensor xhat = at::randn({3, 5, 4, 6}, at::kDouble);
+  const at::Tensor w = at::randn({5}, at::kDouble), rstd = at::rand({5}, at::kDouble);
+  const at::Tensor mean_g = at::randn({5}, at::kDouble), mean_gx = at::randn({5}, at::kDouble);
+  auto ch = [](const at::Tensor& t) { return t.view({1, -1, 1, 1}); };
+  // Contiguous, then channels-last (not contiguous: ATen's path).
+  for (bool channels_last : {false, true}) {
+    const at::Tensor gg = channels_last ? g.contiguous(at::MemoryFormat::ChannelsLast) : g;
+    const at::Tensor xx = channels_last ? xhat.contiguous(at::MemoryFormat::ChannelsLast) : xhat;
+    INFO((channels_last ? "channels last" : "contiguous"));
+    CHECK(at::allclose(vt::nn::ChannelAbsSum(gg), g.abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::allclose(vt::nn::ChannelAbsSum(gg, xx), (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::equal(vt::nn::AbsPlusChannel(gg, w), g.abs() + ch(w).abs()));
+    const at::Tensor want =
+        ch(rstd) * ((g * ch(w)).abs() + ch(mean_g).abs() + (xhat * ch(mean_gx)).abs());
+    CHECK(at::equal(vt::nn::BatchNormInputGradMagnitude(gg, xx, w, rstd, mean_g, mean_gx), want));
+  }
 }
