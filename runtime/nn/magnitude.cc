@@ -141,13 +141,18 @@ at::Tensor ChannelAbsSum(const at::Tensor& a_in, const at::Tensor& b_in) {
   const double* pb = b.defined() ? b.data_ptr<double>() : nullptr;
   double* o = out.data_ptr<double>();
   ForEachPlane(a, [&](int64_t ch, int64_t off, int64_t plane) {
-    double s = 0.0;
-    if (pb != nullptr) {
-      for (int64_t i = 0; i < plane; ++i) s += std::fabs(pa[off + i] * pb[off + i]);
-    } else {
-      for (int64_t i = 0; i < plane; ++i) s += std::fabs(pa[off + i]);
+    // Four partial sums, so the loop is not one chain of dependent additions.
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    int64_t i = 0;
+    for (; i + 4 <= plane; i += 4) {
+      for (int l = 0; l < 4; ++l) {
+        const double v = pa[off + i + l];
+        s[l] += std::fabs(pb != nullptr ? v * pb[off + i + l] : v);
+      }
     }
-    o[ch] += s;
+    for (; i < plane; ++i)
+      s[0] += std::fabs(pb != nullptr ? pa[off + i] * pb[off + i] : pa[off + i]);
+    o[ch] += (s[0] + s[1]) + (s[2] + s[3]);
   });
   return out;
 }
