@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
+#include "runtime/optim/adamw_kernels.h"
 
 namespace vt::optim {
 namespace {
@@ -148,14 +150,13 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
     } else {
       at::Tensor& m = first_[name];
       at::Tensor& v = second_[name];
-      m = config_.beta1 * m + (1.0 - config_.beta1) * grad;
+      std::tie(m, v) = AdamWMoments(m, v, grad, config_.beta1, config_.beta2);
       nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
-      v = config_.beta2 * v + (1.0 - config_.beta2) * grad * grad;
       nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
       const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
-      at::Tensor decayed =
-          config_.weight_decay > 0 ? value * (1.0 - lr * config_.weight_decay) : value;
-      updated = decayed - lr * (m / c1) / (at::sqrt(v / c2) + config_.eps);
+      // value * 1.0 is value, bit for bit.
+      const double decay = config_.weight_decay > 0 ? 1.0 - lr * config_.weight_decay : 1.0;
+      updated = AdamWUpdate(value, m, v, lr, c1, c2, config_.eps, decay);
     }
     nn::ApplyBoundaryInPlace(name + ":update", &updated);
     value.copy_(updated);
