@@ -219,24 +219,29 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
 // GELU (tanh form) with ATen's own forward and backward kernels. Its derivative
 // 0.5 + 0.5 t + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)), cancels near x = -0.75
 // and, in 1 + t, for x << 0; tanh differs between vector widths. The input gradient's
-// magnitude is |g| times the sum of the three terms' sizes, 0.5 + 0.5 |t| + 0.5 |x| (1 - t^2)
-// k (1 + 3 c x^2) = gelu'(|x|) (t is odd in x): one ATen call, gelu_backward(|g|, |x|).
+// magnitude is |g| times the sum of the three terms' sizes, gelu'(|x|) (t is odd in x),
+// computed in the forward pass from x and y (GeluGradTerms) and kept for the backward.
 struct GeluFn : public torch::autograd::Function<GeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    ctx->save_for_backward({x});
     at::Tensor y = at::gelu(x, "tanh");
-    // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
-    if (MagnitudesWanted()) OfferMagnitude(y, x.abs());
+    at::Tensor terms = at::empty({0}, x.options());  // a placeholder without magnitudes
+    if (MagnitudesWanted()) {
+      // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
+      OfferMagnitude(y, x.abs());
+      terms = GeluGradTerms(x, y);
+    }
+    ctx->save_for_backward({x, terms});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &terms = saved[1];
     const at::Tensor& g = grads[0];
     at::Tensor gx = at::gelu_backward(g, x, "tanh");
-    if (MagnitudesWanted()) {
+    if (MagnitudesWanted() && terms.numel() == x.numel()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, at::gelu_backward(g.abs(), x.abs(), "tanh"));
+      OfferMagnitude(gx, g.abs().mul_(terms));
     }
     return {gx};
   }
