@@ -153,6 +153,11 @@ bool DetectHardware() {
 
 }  // namespace
 
+uint32_t Crc32cAppendBlock(uint32_t crc_a, uint32_t crc_block) {
+  static const ZeroShift shift(kCrc32cBlock);
+  return shift(crc_a) ^ crc_block;
+}
+
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes) {
   const auto& t = GetTables().t;
   const uint8_t* p = static_cast<const uint8_t*>(data);

@@ -20,6 +20,13 @@ inline uint32_t Crc32c(std::string_view bytes) {
   return Crc32cExtend(0, bytes.data(), bytes.size());
 }
 
+// The CRC of A || B from crc(A) and the CRC of a block B of exactly kCrc32cBlock bytes:
+// crc(A || B) = Z(crc(A)) ^ crc(B), Z the linear map of appending kCrc32cBlock zero bytes.
+// Lets callers checksum the blocks of a long buffer on several threads and join them in
+// order to the same value as one Crc32cExtend over the whole buffer.
+constexpr size_t kCrc32cBlock = size_t{1} << 18;
+uint32_t Crc32cAppendBlock(uint32_t crc_a, uint32_t crc_block);
+
 // The table implementation, whatever the CPU (tests compare it with the dispatched one).
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes);
 

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "store/crc32c.h"
 #include "store/envelope.h"
@@ -126,3 +127,24 @@ TEST_CASE("store: envelope known answer and every single-byte flip detected", "[
 
 }  // namespace
 }  // namespace vt::store
+
+TEST_CASE("store: CRC-32C of blocks joined in order equals the CRC of the whole", "[store]") {
+  std::vector<uint8_t> data(3 * vt::store::kCrc32cBlock + 12345);
+  uint32_t x = 12345;
+  for (auto& b : data) {
+    x = x * 1103515245u + 12345u;
+    b = static_cast<uint8_t>(x >> 24);
+  }
+  for (size_t blocks : {size_t{1}, size_t{2}, size_t{3}}) {
+    const size_t tail = blocks == 3 ? 12345 : 0;
+    const size_t n = blocks * vt::store::kCrc32cBlock + tail;
+    uint32_t joined = vt::store::Crc32cExtend(0, data.data(), vt::store::kCrc32cBlock);
+    for (size_t b = 1; b < blocks; ++b) {
+      joined = vt::store::Crc32cAppendBlock(
+          joined, vt::store::Crc32cExtend(0, data.data() + b * vt::store::kCrc32cBlock,
+                                          vt::store::kCrc32cBlock));
+    }
+    joined = vt::store::Crc32cExtend(joined, data.data() + blocks * vt::store::kCrc32cBlock, tail);
+    CHECK(joined == vt::store::Crc32cExtend(0, data.data(), n));
+  }
+}
