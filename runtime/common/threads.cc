@@ -32,7 +32,11 @@ int DefaultThreadCount() {
 
 void SetThreads(int n) {
   if (n < 1) throw Error("thread count must be >= 1, got " + std::to_string(n));
-  at::set_num_threads(n);
+  // Only on a change: LibTorch's set_num_threads also re-creates its pthreadpool every time
+  // it is called, and the new pool's threads spin on the cores the step runs on (every
+  // Runner::Step activates its profile; at 2 threads that cost the GPT's FP64 step 6% of
+  // its samples).
+  if (at::get_num_threads() != n) at::set_num_threads(n);
 }
 
 int Threads() { return at::get_num_threads(); }
