@@ -35,16 +35,21 @@ void RowSquares(const double* t, int64_t rows, int64_t k, double* out) {
 }
 
 // Sums of squares of the columns of a contiguous [batch, m, k] block: out[b, j] = sum_i t[b,i,j]^2,
-// accumulated row by row so the inner loop runs along contiguous memory.
+// accumulated row by row so the inner loop runs along contiguous memory. Threads take blocks
+// of columns (each column's sum is one thread's, in row order: the same bits on any count).
 void ColSquares(const double* t, int64_t batch, int64_t m, int64_t k, double* out) {
-  at::parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) {
+  constexpr int64_t kColumns = 512;  // columns per task: 4 KiB of accumulators
+  const int64_t chunks = (k + kColumns - 1) / kColumns;
+  at::parallel_for(0, batch * chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / chunks, j0 = (task % chunks) * kColumns;
+      const int64_t j1 = std::min(k, j0 + kColumns);
       const double* block = t + b * m * k;
       double* __restrict acc = out + b * k;
-      for (int64_t j = 0; j < k; ++j) acc[j] = 0.0;
+      for (int64_t j = j0; j < j1; ++j) acc[j] = 0.0;
       for (int64_t i = 0; i < m; ++i) {
         const double* __restrict row = block + i * k;
-        for (int64_t j = 0; j < k; ++j) acc[j] += row[j] * row[j];
+        for (int64_t j = j0; j < j1; ++j) acc[j] += row[j] * row[j];
       }
     }
   });
