@@ -125,7 +125,8 @@ local function clock()
 end
 
 -- Runs every suite (filtered by the first script argument, if any), prints results and the
--- closing "N passed, N failed" line, and exits 1 if any test failed (when `exit` is not false).
+-- closing "N passed, N failed" line, runs `cleanup` (a function, if given; e.g. removing the
+-- script's temporary directory), and exits 1 if any test failed (when `exit` is not false).
 -- A run in which no test ran (a filter that matches nothing, an empty suite) counts as one
 -- failure: a green result must mean tests passed.
 function M.run(opts)
@@ -159,6 +160,7 @@ function M.run(opts)
   io.write(string.format("%d passed, %d failed\n", passed, failed))
   io.flush()
   suites = {}
+  if opts.cleanup ~= nil then opts.cleanup() end
   if opts.exit ~= false then os.exit(failed == 0 and 0 or 1) end
   return passed, failed
 end

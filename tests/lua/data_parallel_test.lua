@@ -218,5 +218,4 @@ suite:test("a spec spells shards one way", function()
   T.assert_error(function() vt.spec.parse(table.concat(lines)) end, "shards=1 is written by leaving shards out", true)
 end)
 
-T.run()
-vt.fs.remove(tmp)
+T.run{cleanup = function() vt.fs.remove(tmp) end}

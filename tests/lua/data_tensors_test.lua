@@ -117,5 +117,4 @@ s:test("bad tensors are refused with the problem named", function()
   end
 end)
 
-T.run()
-vt.fs.remove(tmp)
+T.run{cleanup = function() vt.fs.remove(tmp) end}
