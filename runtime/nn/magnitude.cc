@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/nn/context.h"
+#include "runtime/tensor/layout.h"
 
 namespace vt::nn {
 
@@ -103,13 +104,7 @@ namespace {
 bool Fusable(std::initializer_list<const at::Tensor*> maps,
              std::initializer_list<const at::Tensor*> factors) {
   const at::Tensor& first = **maps.begin();
-  if (first.dim() != 4) return false;
-  for (const at::Tensor* t : maps) {
-    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
-        !t->is_contiguous() || t->sizes() != first.sizes()) {
-      return false;
-    }
-  }
+  if (first.dim() != 4 || !ContiguousCpuDoubles(maps)) return false;
   for (const at::Tensor* t : factors) {
     if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
         t->numel() != first.size(1)) {
@@ -224,8 +219,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void GeluTermsLoop(
 at::Tensor GeluGradTerms(const at::Tensor& x_in, const at::Tensor& y_in) {
   at::NoGradGuard no_grad;
   const at::Tensor x = x_in.detach(), y = y_in.detach();
-  if (!x.device().is_cpu() || x.scalar_type() != at::kDouble || !x.is_contiguous() ||
-      !y.is_contiguous() || y.scalar_type() != at::kDouble || y.sizes() != x.sizes()) {
+  if (!ContiguousCpuDoubles({&x, &y})) {
     return at::gelu_backward(at::ones_like(x), x.abs(), "tanh");
   }
   at::Tensor out = at::empty_like(x);

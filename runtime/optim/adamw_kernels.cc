@@ -4,21 +4,11 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <initializer_list>
+
+#include "runtime/tensor/layout.h"
 
 namespace vt::optim {
 namespace {
-
-bool Fusable(std::initializer_list<const at::Tensor*> tensors) {
-  const at::Tensor& first = **tensors.begin();
-  for (const at::Tensor* t : tensors) {
-    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
-        !t->is_contiguous() || t->sizes() != first.sizes()) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // Elementwise passes are split into chunks this long over LibTorch's threads.
 constexpr int64_t kGrain = int64_t{1} << 15;
@@ -51,7 +41,7 @@ VT_ELEMENTWISE_CLONES void UpdateLoop(const double* px, const double* pm, const 
 
 std::pair<at::Tensor, at::Tensor> AdamWMoments(const at::Tensor& m, const at::Tensor& v,
                                                const at::Tensor& g, double beta1, double beta2) {
-  if (!Fusable({&m, &v, &g})) {
+  if (!ContiguousCpuDoubles({&m, &v, &g})) {
     return {beta1 * m + (1.0 - beta1) * g, beta2 * v + (1.0 - beta2) * g * g};
   }
   at::Tensor m_out = at::empty_like(m), v_out = at::empty_like(v);
@@ -65,7 +55,7 @@ std::pair<at::Tensor, at::Tensor> AdamWMoments(const at::Tensor& m, const at::Te
 
 at::Tensor AdamWUpdate(const at::Tensor& value, const at::Tensor& m, const at::Tensor& v, double lr,
                        double c1, double c2, double eps, double decay) {
-  if (!Fusable({&value, &m, &v})) {
+  if (!ContiguousCpuDoubles({&value, &m, &v})) {
     return value * decay - lr * (m / c1) / (at::sqrt(v / c2) + eps);
   }
   at::Tensor out = at::empty_like(value);

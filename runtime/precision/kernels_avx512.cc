@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "runtime/precision/window.h"
 
 // GCC 12 warns about the undefined upper lanes some intrinsics start from.
@@ -399,32 +401,43 @@ VT_AVX512 void Replay(const KernelParams& p, const double* x, const uint8_t* sta
   }
 }
 
+namespace {
+
 // Per-element absolute terms: the shapes that skip work assume one alpha_scale, so only the
-// band = 0 shape (w is the absolute term itself) is kept apart from the general one.
+// band = 0 shape (w is the absolute term itself) is kept apart from the general one. Calls
+// run(shape, mag) with both as std::integral_constant for the variant `p` and `magnitude` need.
+template <class Run>
+VT_AVX512 inline void ForMagnitudeVariant(const KernelParams& p, const double* magnitude,
+                                          Run&& run) {
+  using Absolute = std::integral_constant<Shape, Shape::kAbsolute>;
+  using General = std::integral_constant<Shape, Shape::kGeneral>;
+  using Array = std::integral_constant<Mag, Mag::kArray>;
+  using Own = std::integral_constant<Mag, Mag::kOwn>;
+  if (magnitude != nullptr) {
+    p.band == 0.0 ? run(Absolute{}, Array{}) : run(General{}, Array{});
+  } else {
+    p.band == 0.0 ? run(Absolute{}, Own{}) : run(General{}, Own{});
+  }
+}
+
+}  // namespace
+
 VT_AVX512 void RoundLogMagnitude(const KernelParams& p, const double* x, double* out,
                                  uint8_t* states, int64_t n, RoundTally* tally,
                                  const double* magnitude) {
-  if (magnitude != nullptr) {
-    p.band == 0.0
-        ? RoundLogShaped<Shape::kAbsolute, Mag::kArray>(p, x, out, states, n, tally, magnitude)
-        : RoundLogShaped<Shape::kGeneral, Mag::kArray>(p, x, out, states, n, tally, magnitude);
-  } else {
-    p.band == 0.0 ? RoundLogShaped<Shape::kAbsolute, Mag::kOwn>(p, x, out, states, n, tally)
-                  : RoundLogShaped<Shape::kGeneral, Mag::kOwn>(p, x, out, states, n, tally);
-  }
+  ForMagnitudeVariant(p, magnitude, [&](auto shape, auto mag) {
+    RoundLogShaped<decltype(shape)::value, decltype(mag)::value>(p, x, out, states, n, tally,
+                                                                 magnitude);
+  });
 }
 
 VT_AVX512 void ReplayMagnitude(const KernelParams& p, const double* x, const uint8_t* states,
                                double* out, int64_t n, ReplayTally* tally,
                                const double* magnitude) {
-  if (magnitude != nullptr) {
-    p.band == 0.0
-        ? ReplayShaped<Shape::kAbsolute, Mag::kArray>(p, x, states, out, n, tally, magnitude)
-        : ReplayShaped<Shape::kGeneral, Mag::kArray>(p, x, states, out, n, tally, magnitude);
-  } else {
-    p.band == 0.0 ? ReplayShaped<Shape::kAbsolute, Mag::kOwn>(p, x, states, out, n, tally)
-                  : ReplayShaped<Shape::kGeneral, Mag::kOwn>(p, x, states, out, n, tally);
-  }
+  ForMagnitudeVariant(p, magnitude, [&](auto shape, auto mag) {
+    ReplayShaped<decltype(shape)::value, decltype(mag)::value>(p, x, states, out, n, tally,
+                                                               magnitude);
+  });
 }
 
 }  // namespace vt::precision::avx512
