@@ -497,7 +497,7 @@ int RunnerRunId(lua_State* L) {
   return 1;
 }
 
-// runner:parameters() -> {name = tensor}: the current model state (copies).
+// runner:state() -> {name = tensor}: the current model state (copies).
 int RunnerState(lua_State* L) {
   RunnerPtr& r = CheckRunner(L, 1);
   return Protect(L, "vt.runner.state", [&] {

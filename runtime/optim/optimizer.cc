@@ -136,30 +136,32 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
   for (const auto& [name, p] : params) {
     at::Tensor grad = p->grad();
     if (!grad.defined()) grad = at::zeros_like(*p);
+    // The update is computed in the parameter's own memory and rounded there; a boundary
+    // that hands back another tensor (a tampering trainer's) is copied in.
     at::Tensor value = p->detach();
-    at::Tensor updated;
+    at::Tensor updated = value;
     if (config_.kind == "sgd") {
       at::Tensor d = config_.weight_decay > 0 ? grad + config_.weight_decay * value : grad;
       if (config_.momentum > 0) {
         at::Tensor& buf = first_[name];
-        buf = config_.momentum * buf + d;
+        buf.mul_(config_.momentum).add_(d);  // momentum * buf + d
         nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
         d = config_.nesterov ? d + config_.momentum * buf : buf;
       }
-      updated = value - lr * d;
+      updated.sub_(lr * d);  // value - lr * d
     } else {
       at::Tensor& m = first_[name];
       at::Tensor& v = second_[name];
-      std::tie(m, v) = AdamWMoments(m, v, grad, config_.beta1, config_.beta2);
+      AdamWMomentsInPlace(m, v, grad, config_.beta1, config_.beta2);
       nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
       nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
       const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
       // value * 1.0 is value, bit for bit.
       const double decay = config_.weight_decay > 0 ? 1.0 - lr * config_.weight_decay : 1.0;
-      updated = AdamWUpdate(value, m, v, lr, c1, c2, config_.eps, decay);
+      AdamWUpdateInPlace(updated, m, v, lr, c1, c2, config_.eps, decay);
     }
     nn::ApplyBoundaryInPlace(name + ":update", &updated);
-    value.copy_(updated);
+    if (!updated.is_same(value)) value.copy_(updated);
     p->mutable_grad() = at::Tensor();
   }
 }

@@ -1,5 +1,5 @@
-// The fused AdamW passes (runtime/optim/adamw_kernels.h) give the same bits as the tensor
-// expressions they replace, on values of many sizes (including tiny and huge moments),
+// The fused, in-place AdamW passes (runtime/optim/adamw_kernels.h) give the same bits as the
+// tensor expressions they replace, on values of many sizes (including tiny and huge moments),
 // on any thread count, and on the layouts and dtypes that take the expressions instead.
 #include "runtime/optim/adamw_kernels.h"
 
@@ -30,13 +30,18 @@ TEST_CASE("fused AdamW passes equal the tensor expressions bit for bit", "[train
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     INFO("threads " << threads);
-    const auto [m2, v2] = vt::optim::AdamWMoments(m, v, g, b1, b2);
+    at::Tensor m2 = m.clone(), v2 = v.clone();
+    const void* const m_memory = m2.data_ptr();
+    vt::optim::AdamWMomentsInPlace(m2, v2, g, b1, b2);
+    CHECK(m2.data_ptr() == m_memory);  // in place: the same memory
     CHECK(at::equal(m2, b1 * m + (1.0 - b1) * g));
     CHECK(at::equal(v2, b2 * v + (1.0 - b2) * g * g));
     for (double decay : {1.0, 1.0 - lr * 0.01}) {
       const at::Tensor want =
           (decay == 1.0 ? value : value * decay) - lr * (m2 / c1) / (at::sqrt(v2 / c2) + eps);
-      CHECK(at::equal(vt::optim::AdamWUpdate(value, m2, v2, lr, c1, c2, eps, decay), want));
+      at::Tensor x = value.clone();
+      vt::optim::AdamWUpdateInPlace(x, m2, v2, lr, c1, c2, eps, decay);
+      CHECK(at::equal(x, want));
     }
   }
   at::set_num_threads(before);
@@ -47,14 +52,17 @@ TEST_CASE("AdamW passes on other layouts and dtypes take the tensor expressions"
   at::manual_seed(22);
   const at::Tensor m = at::randn({40, 30}, at::kDouble).t();  // not contiguous
   const at::Tensor v = at::rand({30, 40}, at::kDouble), g = at::randn({30, 40}, at::kDouble);
-  const auto [m2, v2] = vt::optim::AdamWMoments(m, v, g, 0.8, 0.99);
+  at::Tensor m2 = m.clone(), v2 = v.clone();
+  vt::optim::AdamWMomentsInPlace(m2, v2, g, 0.8, 0.99);
   CHECK(at::equal(m2, 0.8 * m + (1.0 - 0.8) * g));
   CHECK(at::equal(v2, 0.99 * v + (1.0 - 0.99) * g * g));
   const at::Tensor mf = at::randn({64}, at::kFloat), vf = at::rand({64}, at::kFloat);
   const at::Tensor gf = at::randn({64}, at::kFloat);
-  const auto [mf2, vf2] = vt::optim::AdamWMoments(mf, vf, gf, 0.9, 0.999);
+  at::Tensor mf2 = mf.clone(), vf2 = vf.clone();
+  vt::optim::AdamWMomentsInPlace(mf2, vf2, gf, 0.9, 0.999);
   CHECK(mf2.scalar_type() == at::kFloat);
   CHECK(at::equal(mf2, 0.9 * mf + (1.0 - 0.9) * gf));
-  CHECK(at::equal(vt::optim::AdamWUpdate(mf, mf2, vf2, 1e-3, 0.1, 0.001, 1e-8, 1.0),
-                  mf - 1e-3 * (mf2 / 0.1) / (at::sqrt(vf2 / 0.001) + 1e-8)));
+  at::Tensor xf = mf.clone();
+  vt::optim::AdamWUpdateInPlace(xf, mf2, vf2, 1e-3, 0.1, 0.001, 1e-8, 1.0);
+  CHECK(at::equal(xf, mf - 1e-3 * (mf2 / 0.1) / (at::sqrt(vf2 / 0.001) + 1e-8)));
 }
