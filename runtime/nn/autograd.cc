@@ -79,9 +79,10 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     out_shape.back() = w.size(0);
     at::Tensor y = vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
     if (MagnitudesWanted()) {
-      at::Tensor m = RowNorms(Rows(x)) * RowNorms(w).t();  // [rows, out]
-      if (bias.numel() > 0) m.add_(bias.abs());
-      OfferMagnitude(y, m.view(out_shape));
+      // [rows, out]: ||x_i|| ||w_j|| + |bias_j|.
+      const at::Tensor rows = Rows(x);
+      OfferProductMagnitude(y, rows.size(0), w.size(0), RowNorms(rows), RowNorms(w).t(),
+                            bias.numel() > 0 ? bias.abs() : at::Tensor());
     }
     return y;
   }
@@ -97,7 +98,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     at::Tensor gb = has_bias ? vt::Sum(g, {0}) : at::Tensor();
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, (RowNorms(g) * ColNorms(w)).view(x.sizes()));
+      OfferProductMagnitude(gx, g.size(0), w.size(1), RowNorms(g), ColNorms(w));
       AddGradMagnitude(w, ColNorms(g).t() * ColNorms(Rows(x)));
       if (has_bias) AddGradMagnitude(saved[2], g.abs().sum(0));
     }
@@ -123,9 +124,10 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
                            .mul_(static_cast<double>(kh * kw))
                            .sqrt_();                         // [N, 1, oh, ow]
       at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
-      at::Tensor m = win * wn.view({1, -1, 1, 1});
-      if (bias.numel() > 0) m.add_(bias.abs().view({1, -1, 1, 1}));
-      OfferMagnitude(y, m);
+      // y [N, O, oh, ow] as [N, O rows, oh*ow columns]: ||w_o|| ||x window|| + |bias_o|.
+      OfferProductMagnitude(y, w.size(0), y.size(2) * y.size(3), wn.view({1, -1, 1, 1}), win,
+                            bias.numel() > 0 ? bias.abs().view({1, -1, 1, 1}) : at::Tensor(),
+                            /*add_per_row=*/true);
     }
     return y;
   }
@@ -197,7 +199,10 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
     ctx->save_for_backward({a, b});
     at::Tensor y = vt::Matmul(a, b);
-    if (MagnitudesWanted()) OfferMagnitude(y, ProductMagnitude(a, b));
+    if (MagnitudesWanted()) {
+      at::NoGradGuard no_grad;
+      OfferProductMagnitude(y, y.size(-2), y.size(-1), RowNorms(a), ColNorms(b));
+    }
     return y;
   }
 
@@ -209,8 +214,10 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
     at::Tensor gb = vt::Matmul(a.transpose(-1, -2), g);
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(ga, RowNorms(g) * RowNorms(b).transpose(-1, -2));
-      OfferMagnitude(gb, ColNorms(a).transpose(-1, -2) * ColNorms(g));
+      OfferProductMagnitude(ga, ga.size(-2), ga.size(-1), RowNorms(g),
+                            RowNorms(b).transpose(-1, -2));
+      OfferProductMagnitude(gb, gb.size(-2), gb.size(-1), ColNorms(a).transpose(-1, -2),
+                            ColNorms(g));
     }
     return {ga, gb};
   }

@@ -106,27 +106,45 @@ StepContext::StepContext(Mode mode, const WindowTable* windows, int64_t step, St
 }
 
 void StepContext::OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
-  if (!magnitudes_wanted_ || !x.defined() || !magnitude.defined() || !x.is_contiguous() ||
-      x.numel() == 0)
-    return;
+  if (!magnitude.defined()) return;
+  AddOffer(x, precision::Magnitude(magnitude));
+}
+
+void StepContext::OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer) {
+  if (!magnitudes_wanted_ || !x.defined()) return;
+  AddOffer(x, precision::Magnitude(std::move(outer)));
+}
+
+void StepContext::AddOffer(const at::Tensor& x, precision::Magnitude magnitude) {
+  if (!magnitudes_wanted_ || !x.defined() || !x.is_contiguous() || x.numel() == 0) return;
   // Offers whose memory was freed were never taken (the values went elsewhere): drop them.
   for (auto it = offers_.begin(); it != offers_.end();) {
     it = it->second.storage.expired() ? offers_.erase(it) : std::next(it);
   }
   offers_.erase(x.data_ptr());
   offers_.emplace(x.data_ptr(), Offer{x.storage().getWeakStorageImpl(), x.numel(),
-                                      static_cast<uint32_t>(x._version()), magnitude});
+                                      static_cast<uint32_t>(x._version()), std::move(magnitude)});
 }
 
-at::Tensor StepContext::OfferedFor(const at::Tensor& x) const {
-  if (offers_.empty() || !x.defined() || !x.is_contiguous() || x.numel() == 0) return at::Tensor();
+const StepContext::Offer* StepContext::ValidOffer(const at::Tensor& x) const {
+  if (offers_.empty() || !x.defined() || !x.is_contiguous() || x.numel() == 0) return nullptr;
   auto it = offers_.find(x.data_ptr());
-  if (it == offers_.end()) return at::Tensor();
+  if (it == offers_.end()) return nullptr;
   // Freed memory at the same address, a part of the offered values, or values changed in
   // place since: not the offered values.
   const Offer& o = it->second;
-  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return at::Tensor();
-  return o.magnitude;
+  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return nullptr;
+  return &o;
+}
+
+at::Tensor StepContext::OfferedFor(const at::Tensor& x) const {
+  const Offer* o = ValidOffer(x);
+  return o == nullptr ? at::Tensor() : o->magnitude.Materialize(x);
+}
+
+precision::Magnitude StepContext::OfferedMagnitudeFor(const at::Tensor& x) const {
+  const Offer* o = ValidOffer(x);
+  return o == nullptr ? precision::Magnitude() : o->magnitude;
 }
 
 void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
@@ -169,13 +187,14 @@ void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
                                 bool owned, const at::Tensor& magnitude) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
-  at::Tensor m = magnitude.defined() ? magnitude : OfferedFor(x);
+  const precision::Magnitude m =
+      magnitude.defined() ? precision::Magnitude(magnitude) : OfferedMagnitudeFor(x);
   return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m)
                          : RoundedNamed(prefix_ + boundary, x, call, owned, m);
 }
 
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                     bool owned, const at::Tensor& offered) {
+                                     bool owned, const precision::Magnitude& offered) {
   struct Timer {
     double* total;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -203,11 +222,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   // calibration); a window without one never reads it. A value no op gave a magnitude is
   // its own (ROUNDING.md "Magnitudes": such values are elementwise in values both parties
   // hold, since every order-dependent value is rounded where it is made).
-  at::Tensor magnitude;
+  precision::Magnitude magnitude;
   bool agreed = false;  // a zero magnitude: values every party computes alike
   if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
     s.magnitudes += 1;
-    agreed = offered.dim() == 0;
+    agreed = !offered.is_outer() && offered.values().dim() == 0;
     if (!agreed) magnitude = offered;
   }
   options.own_magnitude = !magnitude.defined() && !agreed;
@@ -217,7 +236,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   }
   if (compare_ != nullptr) {
     Compare(boundary, call, input,
-            magnitude.defined() ? magnitude
+            magnitude.defined() ? magnitude.Materialize(input)
             : agreed            ? at::zeros_like(input)
                                 : input.abs());
   }
@@ -251,7 +270,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       at::Tensor rounded = round(exact_boundary ? nullptr : &record);
       if (exact_boundary) record.ResetToNone(input.numel());
       // A tampering trainer ignores that rule too (its entries there are illegitimate).
-      if (tampers) ApplyTamper(boundary, input, options, scale, magnitude, &rounded, &record, &s);
+      if (tampers) {
+        ApplyTamper(boundary, input, options, scale,
+                    magnitude.defined() ? magnitude.Materialize(input) : at::Tensor(), &rounded,
+                    &record, &s);
+      }
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
       s.steerable += steerable;
@@ -541,6 +564,11 @@ bool MagnitudesWanted() {
 void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
   StepContext* c = StepContext::Current();
   if (c != nullptr) c->OfferMagnitude(x, magnitude);
+}
+
+void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->OfferOuterMagnitude(x, std::move(outer));
 }
 
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {

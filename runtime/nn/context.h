@@ -28,6 +28,7 @@
 #include <utility>
 
 #include "runtime/precision/log_record.h"
+#include "runtime/precision/magnitude_source.h"
 
 namespace vt::precision {
 struct RoundOptions;
@@ -191,11 +192,17 @@ class StepContext {
   // absolute term (alpha > 0) in logging or replay, and while calibrating (set_compare).
   bool magnitudes_wanted() const { return magnitudes_wanted_; }
   void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
+  // A product's magnitude as the outer product of its factors (precision/magnitude_source.h):
+  // a boundary's kernels compute it block by block instead of reading it from memory; an op
+  // that asks for it as a tensor (OfferedFor) gets it written out.
+  void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer);
   // The magnitude offered for x (undefined when none): boundaries read theirs, and ops that
   // pass a tensor's magnitude on. An offer holds while x's memory lives and x is not changed
   // in place (autograd's in-place accumulation of gradients changes it: the sum is another
   // value). A 0-dim zero magnitude (ZeroMagnitude) marks values every party computes alike.
   at::Tensor OfferedFor(const at::Tensor& x) const;
+  // As OfferedFor, an outer product left as its factors.
+  precision::Magnitude OfferedMagnitudeFor(const at::Tensor& x) const;
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
   // it is removed from the context.
@@ -298,7 +305,7 @@ class StepContext {
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;
     int64_t numel = 0;
     uint32_t version = 0;  // x's version counter when offered
-    at::Tensor magnitude;
+    precision::Magnitude magnitude;
   };
   std::map<const void*, Offer> offers_;
   std::map<const c10::TensorImpl*, at::Tensor> grad_magnitudes_;
@@ -312,10 +319,13 @@ class StepContext {
                    BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
+  // The offer for x that is still valid (null when none).
+  const Offer* ValidOffer(const at::Tensor& x) const;
+  void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned,
                      const at::Tensor& magnitude);
   at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                          bool owned, const at::Tensor& magnitude);
+                          bool owned, const precision::Magnitude& magnitude);
 };
 
 // The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with
@@ -330,8 +340,10 @@ void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
 
 // The current context's magnitudes_wanted() (false outside a step).
 bool MagnitudesWanted();
-// OfferMagnitude / AddGradMagnitude of the current context (nothing outside a step).
+// OfferMagnitude / OfferOuterMagnitude / AddGradMagnitude of the current context (nothing
+// outside a step).
 void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
+void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer);
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
 
 }  // namespace vt::nn

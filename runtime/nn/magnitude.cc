@@ -254,8 +254,51 @@ at::Tensor Materialized(const at::Tensor& m, const at::Tensor& like) {
 void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor) {
   StepContext* step = StepContext::Current();
   if (step == nullptr || !step->magnitudes_wanted()) return;
-  at::Tensor m = step->OfferedFor(from);
-  if (m.defined()) step->OfferMagnitude(to, m * factor);
+  const precision::Magnitude m = step->OfferedMagnitudeFor(from);
+  if (!m.defined()) return;
+  if (m.is_outer() && m.outer().factor == 1.0) {
+    precision::OuterMagnitude scaled = m.outer();
+    scaled.factor = factor;  // fl(m * factor) per element, as the expression below
+    step->OfferOuterMagnitude(to, std::move(scaled));
+    return;
+  }
+  step->OfferMagnitude(to, (m.is_outer() ? m.Materialize(from) : m.values()) * factor);
+}
+
+namespace {
+
+bool SpansFactor(const at::Tensor& t, int64_t n, int64_t batch) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kDouble &&
+         t.is_contiguous() && (t.numel() == n || t.numel() == n * batch);
+}
+
+}  // namespace
+
+void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, const at::Tensor& row,
+                           const at::Tensor& col, const at::Tensor& add, bool add_per_row) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !step->magnitudes_wanted()) return;
+  at::NoGradGuard no_grad;
+  const int64_t per_batch = rows * cols;
+  const int64_t batch = per_batch > 0 ? y.numel() / per_batch : 0;
+  const bool outer = per_batch > 0 && batch * per_batch == y.numel() && y.is_contiguous() &&
+                     SpansFactor(row, rows, batch) && SpansFactor(col, cols, batch) &&
+                     (!add.defined() || SpansFactor(add, add_per_row ? rows : cols, 1));
+  if (outer) {
+    precision::OuterMagnitude o;
+    o.row = row;
+    o.col = col;
+    o.add = add;
+    o.add_per_row = add_per_row;
+    o.batch = batch;
+    o.rows = rows;
+    o.cols = cols;
+    step->OfferOuterMagnitude(y, std::move(o));
+    return;
+  }
+  at::Tensor m = row * col;
+  if (add.defined()) m.add_(add);
+  step->OfferMagnitude(y, m.reshape(y.sizes()));
 }
 
 }  // namespace vt::nn

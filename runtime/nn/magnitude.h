@@ -25,6 +25,16 @@ at::Tensor ColNorms(const at::Tensor& t);
 // The magnitude of a [..., m, k] @ b [..., k, n]: RowNorms(a) * ColNorms(b), [..., m, n].
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b);
 
+// Offers y, a product's output, the magnitude `row * col` (+ `add`), the tensor expression in
+// ATen's broadcasting whose result has y's elements in y's order. When y, viewed as [batch,
+// rows, cols], is what the factors span (row: rows or batch * rows values, col: cols or
+// batch * cols, add: rows values if add_per_row, else cols), the offer is the outer product
+// itself (precision/magnitude_source.h: the same bits, never written out); otherwise the
+// expression is computed.
+void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, const at::Tensor& row,
+                           const at::Tensor& col, const at::Tensor& add = {},
+                           bool add_per_row = false);
+
 // Batch-norm magnitudes in one pass each over [N, C, H, W] (the per-channel factors are [C]),
 // equal to the ATen expressions in the comments up to the order of the sums:
 //   ChannelAbsSum(a)          sum over n, h, w of |a|                      -> [C]

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -130,24 +131,58 @@ double ComputeScale(const double* x, int64_t n, int bits, const BoundaryContext&
   return BitsDouble(max_bits);
 }
 
-// The contiguous float64 magnitude for x's n elements (undefined stays undefined).
-at::Tensor CheckedMagnitude(const at::Tensor& magnitude, int64_t n) {
+// The magnitude for x's n elements, checked (undefined stays undefined); an array is made
+// contiguous.
+Magnitude CheckedMagnitude(const Magnitude& magnitude, int64_t n) {
   if (!magnitude.defined()) return magnitude;
-  CheckInput(magnitude, "magnitude");
-  if (magnitude.numel() != n) {
-    throw Error("magnitude has " + std::to_string(magnitude.numel()) +
+  if (magnitude.is_outer()) {
+    if (magnitude.numel() != n) {
+      throw Error("magnitude covers " + std::to_string(magnitude.numel()) +
+                  " elements but the tensor has " + std::to_string(n));
+    }
+    return magnitude;
+  }
+  const at::Tensor& values = magnitude.values();
+  CheckInput(values, "magnitude");
+  if (values.numel() != n) {
+    throw Error("magnitude has " + std::to_string(values.numel()) +
                 " elements but the tensor has " + std::to_string(n));
   }
-  return magnitude.contiguous();
+  return Magnitude(values.contiguous());
+}
+
+// Elements per block of an outer-product magnitude computed into a buffer on the stack
+// (16 KiB: it stays in the L1 cache between its stores and the kernel's loads).
+constexpr int64_t kMagnitudeBlock = 2048;
+
+// Calls span(offset, count, m) over [begin, end): m points into the magnitude array, or at a
+// buffer holding the block's magnitudes for an outer product, or is null without magnitude.
+template <class Span>
+void ForMagnitudeBlocks(const Magnitude& mag, const double* array, int64_t begin, int64_t end,
+                        Span span) {
+  if (!mag.is_outer()) {
+    span(begin, end - begin, array != nullptr ? array + begin : nullptr);
+    return;
+  }
+  alignas(64) double buf[kMagnitudeBlock];
+  for (int64_t s = begin; s < end; s += kMagnitudeBlock) {
+    const int64_t count = std::min(kMagnitudeBlock, end - s);
+    mag.Fill(s, count, buf);
+    span(s, count, buf);
+  }
 }
 
 // Reports the first element whose magnitude breaks its contract (round.h). Must not return.
-[[noreturn]] void ReportBadMagnitude(const double* m, int64_t n, const BoundaryContext& context) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (m[i] >= 0.0 && m[i] < kInfinity) continue;
-    throw Error("bad magnitude" + Where(context, i) + ": " + FormatDouble(m[i]) +
-                " (a magnitude must be finite and >= 0)");
-  }
+[[noreturn]] void ReportBadMagnitude(const Magnitude& mag, int64_t n,
+                                     const BoundaryContext& context) {
+  const double* array = mag.is_outer() ? nullptr : mag.values().data_ptr<double>();
+  ForMagnitudeBlocks(mag, array, 0, n, [&](int64_t offset, int64_t count, const double* m) {
+    for (int64_t i = 0; i < count; ++i) {
+      if (m[i] >= 0.0 && m[i] < kInfinity) continue;
+      throw Error("bad magnitude" + Where(context, offset + i) + ": " + FormatDouble(m[i]) +
+                  " (a magnitude must be finite and >= 0)");
+    }
+  });
   throw Error("internal error: the kernel reported a bad magnitude that a rescan missed");
 }
 
@@ -215,19 +250,21 @@ double RoundValue(double x, int bits) {
 }
 
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
-                     LogRecord* log, const BoundaryContext& context, const at::Tensor& magnitude) {
+                     LogRecord* log, const BoundaryContext& context, const Magnitude& magnitude) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
   const int64_t n = x.numel();
-  const at::Tensor mag = CheckedMagnitude(magnitude, n);
-  const double* mp = mag.defined() && n > 0 ? mag.data_ptr<double>() : nullptr;
+  const Magnitude mag = CheckedMagnitude(magnitude, n);
+  const bool has_mag = mag.defined();
+  const double* mp =
+      has_mag && !mag.is_outer() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;
 
   RoundStats stats;
-  if (options.alpha > 0.0 && mp == nullptr && !options.own_magnitude)
+  if (options.alpha > 0.0 && !has_mag && !options.own_magnitude)
     stats.scale = ComputeScale(xp, n, options.bits, context);
   const KernelParams params = MakeKernelParams(options, stats.scale);
   uint8_t* states = log != nullptr ? log->ResetForWrite(n) : nullptr;
@@ -236,8 +273,9 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   RoundTally total;
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     RoundTally t;
-    RoundSpan(params, xp + begin, op + begin, states != nullptr ? states + begin : nullptr,
-              end - begin, &t, mp != nullptr ? mp + begin : nullptr);
+    ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
+      RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t, m);
+    });
     std::lock_guard<std::mutex> lock(mu);
     total.down += t.down;
     total.up += t.up;
@@ -249,7 +287,7 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   if (total.out_of_range) {
     ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
   }
-  if (total.bad_magnitude) ReportBadMagnitude(mp, n, context);
+  if (total.bad_magnitude) ReportBadMagnitude(mag, n, context);
   if (log != nullptr) {
     stats.counts.down = total.down;
     stats.counts.up = total.up;
@@ -264,7 +302,7 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
 }
 
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log,
-                  const BoundaryContext& context, const at::Tensor& magnitude) {
+                  const BoundaryContext& context, const Magnitude& magnitude) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
@@ -276,7 +314,7 @@ RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* l
 
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context,
-                        const at::Tensor& magnitude) {
+                        const Magnitude& magnitude) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -285,8 +323,10 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     throw Error("log record has " + std::to_string(log.size()) + " elements but the tensor has " +
                 std::to_string(n));
   }
-  const at::Tensor mag = CheckedMagnitude(magnitude, n);
-  const double* mp = mag.defined() && n > 0 ? mag.data_ptr<double>() : nullptr;
+  const Magnitude mag = CheckedMagnitude(magnitude, n);
+  const bool has_mag = mag.defined();
+  const double* mp =
+      has_mag && !mag.is_outer() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;
@@ -294,7 +334,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   ReplayReport report;
   report.elements = n;
   report.logged = log.counts().logged();
-  if (options.alpha > 0.0 && mp == nullptr && !options.own_magnitude)
+  if (options.alpha > 0.0 && !has_mag && !options.own_magnitude)
     report.scale = ComputeScale(xp, n, options.bits, context);
   KernelParams params = MakeKernelParams(options, report.scale);
   // The auditor's own magnitudes, widened by the slack that covers the trainer's (kernels.h).
@@ -310,8 +350,9 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   ReplayTally total;
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
     ReplayTally t;
-    ReplaySpan(params, xp + begin, states + begin, op + begin, end - begin, &t,
-               mp != nullptr ? mp + begin : nullptr);
+    ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
+      ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);
+    });
     std::lock_guard<std::mutex> lock(mu);
     total.corrections += t.corrections;
     total.illegitimate += t.illegitimate;
@@ -320,7 +361,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     total.out_of_range |= t.out_of_range;
     total.bad_magnitude |= t.bad_magnitude;
   });
-  if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mp, n, context);
+  if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mag, n, context);
   if (total.out_of_range) {
     // Either an input is out of range, or a DOWN/UP entry asked for +-2^128.
     for (int64_t i = 0; i < n; ++i) {
@@ -352,7 +393,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
     const double rnd = BitsDouble(DoubleBits(c.r) | sign);
     if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    const double alpha_scale = mp != nullptr          ? params.alpha * mp[exact[j].position]
+    const double alpha_scale = has_mag                ? params.alpha * mag.At(exact[j].position)
                                : params.own_magnitude ? params.alpha * std::fabs(xv)
                                                       : params.alpha_scale;
     if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, alpha_scale)) {
@@ -368,7 +409,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
 }
 
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context, const at::Tensor& magnitude) {
+                    const BoundaryContext& context, const Magnitude& magnitude) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();

@@ -29,6 +29,7 @@
 
 #include "runtime/precision/kernels.h"
 #include "runtime/precision/log_record.h"
+#include "runtime/precision/magnitude_source.h"
 
 namespace vt::precision {
 
@@ -52,7 +53,8 @@ struct BoundaryContext {
 };
 
 // A per-element magnitude (ROUNDING.md "The window"): `magnitude`, when defined, is a CPU
-// float64 tensor with x's element count whose element i bounds the size of the terms x[i]
+// float64 tensor with x's element count, or the outer product of two factors covering as
+// many elements (magnitude_source.h), whose element i bounds the size of the terms x[i]
 // was computed from; the window's absolute term is then alpha * magnitude[i] instead of
 // alpha * max|x|. It must be finite and >= 0; otherwise vt::Error names the boundary, step
 // and index. The auditor's Replay widens its own
@@ -76,14 +78,14 @@ struct RoundResult {
 // this call (its buffers are reused). Throws vt::Error (see the file comment); on error the
 // contents of `*log` are unspecified.
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log = nullptr,
-                  const BoundaryContext& context = {}, const at::Tensor& magnitude = {});
+                  const BoundaryContext& context = {}, const Magnitude& magnitude = {});
 
 // As Round, writing into `out`: contiguous CPU float64 with x's number of elements (any
 // shape). `out` may be `x` itself (in place) but must not partially overlap it. On error the
 // contents of `out` and `*log` are unspecified.
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
                      LogRecord* log = nullptr, const BoundaryContext& context = {},
-                     const at::Tensor& magnitude = {});
+                     const Magnitude& magnitude = {});
 
 // What a replay found (ROUNDING.md). Each count is over this call's elements.
 struct ReplayReport {
@@ -114,12 +116,12 @@ struct ReplayResult {
 // has N elements but the tensor has M"), on NaN/Inf/out-of-range values (also when an UP
 // entry asks for 2^128), and on bad options.
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context = {}, const at::Tensor& magnitude = {});
+                    const BoundaryContext& context = {}, const Magnitude& magnitude = {});
 
 // As Replay, writing into `out` (same rules as RoundInto's `out`).
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context = {},
-                        const at::Tensor& magnitude = {});
+                        const Magnitude& magnitude = {});
 
 struct GridResult {
   at::Tensor lo;  // lo_b(x): the largest grid value <= x. float64, x's shape.

@@ -1,0 +1,60 @@
+// Where the round and replay kernels read a per-element magnitude from (round.h,
+// ROUNDING.md "The window", "Magnitudes"): an array with one value per element, or the outer
+// product of two factors that a matrix product hands over instead of writing out.
+//
+// A product's magnitude m_ij = ||a_i|| ||b_j|| (+ |bias|) is as large as its output; written
+// out, it costs a pass of stores and a pass of loads over memory the size of the output.
+// Given as factors, the kernels compute each block's magnitudes into a buffer that stays in
+// the L1 cache, with the same IEEE-754 operations in the same order as the tensor expression
+// (so the same bits; tests/precision/magnitude_source_test.cc):
+//
+//   x viewed as [batch, rows, cols] (row-major), element (b, i, j):
+//     m = fl(row[b, i] * col[b, j])            row/col: [batch, n] or [1, n] (shared by all b)
+//     m = fl(m + add[i])  or  fl(m + add[j])   when `add` is given (per row or per column)
+//     m = fl(m * factor)                       when factor != 1
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace vt::precision {
+
+struct OuterMagnitude {
+  at::Tensor row;  // float64, [batch, rows] or [1, rows] (any shape with that many elements)
+  at::Tensor col;  // float64, [batch, cols] or [1, cols]
+  at::Tensor add;  // optional float64, [rows] (add_per_row) or [cols], >= 0
+  bool add_per_row = false;
+  double factor = 1.0;  // finite, > 0
+  int64_t batch = 1, rows = 0, cols = 0;
+};
+
+class Magnitude {
+ public:
+  Magnitude() = default;
+  // Implicit, so that callers holding a tensor pass it as before.
+  Magnitude(at::Tensor values);  // NOLINT(google-explicit-constructor)
+  // Throws vt::Error for factors of the wrong dtype, device, layout or size.
+  explicit Magnitude(OuterMagnitude outer);
+
+  bool defined() const { return values_.defined() || is_outer_; }
+  bool is_outer() const { return is_outer_; }
+  // The array (undefined for an outer product).
+  const at::Tensor& values() const { return values_; }
+  const OuterMagnitude& outer() const { return outer_; }
+  // Elements covered: the array's, or batch * rows * cols.
+  int64_t numel() const;
+  // Magnitudes of the elements [begin, begin + count) into out (outer products only).
+  void Fill(int64_t begin, int64_t count, double* out) const;
+  // One element's magnitude.
+  double At(int64_t i) const;
+  // The magnitudes as a tensor with `like`'s shape (the array itself when it has the size).
+  at::Tensor Materialize(const at::Tensor& like) const;
+
+ private:
+  at::Tensor values_;
+  OuterMagnitude outer_;
+  bool is_outer_ = false;
+};
+
+}  // namespace vt::precision
