@@ -234,7 +234,7 @@ struct GeluFn : public torch::autograd::Function<GeluFn> {
     at::Tensor terms = at::empty({0}, x.options());  // a placeholder without magnitudes
     if (MagnitudesWanted()) {
       // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
-      OfferMagnitude(y, x.abs());
+      OfferAbsMagnitude(y, x);
       terms = GeluGradTerms(x, y);
     }
     ctx->save_for_backward({x, terms});
@@ -248,7 +248,7 @@ struct GeluFn : public torch::autograd::Function<GeluFn> {
     at::Tensor gx = at::gelu_backward(g, x, "tanh");
     if (MagnitudesWanted() && terms.numel() == x.numel()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, g.abs().mul_(terms));
+      OfferAbsMagnitude(gx, g, terms);
     }
     return {gx};
   }

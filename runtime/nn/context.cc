@@ -110,9 +110,9 @@ void StepContext::OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitud
   AddOffer(x, precision::Magnitude(magnitude));
 }
 
-void StepContext::OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer) {
-  if (!magnitudes_wanted_ || !x.defined()) return;
-  AddOffer(x, precision::Magnitude(std::move(outer)));
+void StepContext::OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude) {
+  if (!magnitude.defined()) return;
+  AddOffer(x, std::move(magnitude));
 }
 
 void StepContext::AddOffer(const at::Tensor& x, precision::Magnitude magnitude) {
@@ -226,7 +226,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   bool agreed = false;  // a zero magnitude: values every party computes alike
   if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
     s.magnitudes += 1;
-    agreed = !offered.is_outer() && offered.values().dim() == 0;
+    agreed = !offered.computed() && offered.values().dim() == 0;
     if (!agreed) magnitude = offered;
   }
   options.own_magnitude = !magnitude.defined() && !agreed;
@@ -566,9 +566,9 @@ void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude) {
   if (c != nullptr) c->OfferMagnitude(x, magnitude);
 }
 
-void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer) {
+void OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude) {
   StepContext* c = StepContext::Current();
-  if (c != nullptr) c->OfferOuterMagnitude(x, std::move(outer));
+  if (c != nullptr) c->OfferComputedMagnitude(x, std::move(magnitude));
 }
 
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {

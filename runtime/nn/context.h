@@ -192,16 +192,16 @@ class StepContext {
   // absolute term (alpha > 0) in logging or replay, and while calibrating (set_compare).
   bool magnitudes_wanted() const { return magnitudes_wanted_; }
   void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
-  // A product's magnitude as the outer product of its factors (precision/magnitude_source.h):
-  // a boundary's kernels compute it block by block instead of reading it from memory; an op
-  // that asks for it as a tensor (OfferedFor) gets it written out.
-  void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer);
+  // A magnitude the boundary's kernels compute block by block instead of reading it from
+  // memory (precision/magnitude_source.h: a product's outer product of its factors, an
+  // activation's |input|); an op that asks for it as a tensor (OfferedFor) gets it written out.
+  void OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude);
   // The magnitude offered for x (undefined when none): boundaries read theirs, and ops that
   // pass a tensor's magnitude on. An offer holds while x's memory lives and x is not changed
   // in place (autograd's in-place accumulation of gradients changes it: the sum is another
   // value). A 0-dim zero magnitude (ZeroMagnitude) marks values every party computes alike.
   at::Tensor OfferedFor(const at::Tensor& x) const;
-  // As OfferedFor, an outer product left as its factors.
+  // As OfferedFor, a computed magnitude left as it is.
   precision::Magnitude OfferedMagnitudeFor(const at::Tensor& x) const;
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
@@ -340,10 +340,10 @@ void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
 
 // The current context's magnitudes_wanted() (false outside a step).
 bool MagnitudesWanted();
-// OfferMagnitude / OfferOuterMagnitude / AddGradMagnitude of the current context (nothing
+// OfferMagnitude / OfferComputedMagnitude / AddGradMagnitude of the current context (nothing
 // outside a step).
 void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
-void OfferOuterMagnitude(const at::Tensor& x, precision::OuterMagnitude outer);
+void OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude);
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
 
 }  // namespace vt::nn

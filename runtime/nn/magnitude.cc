@@ -259,10 +259,10 @@ void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor) {
   if (m.is_outer() && m.outer().factor == 1.0) {
     precision::OuterMagnitude scaled = m.outer();
     scaled.factor = factor;  // fl(m * factor) per element, as the expression below
-    step->OfferOuterMagnitude(to, std::move(scaled));
+    step->OfferComputedMagnitude(to, precision::Magnitude(std::move(scaled)));
     return;
   }
-  step->OfferMagnitude(to, (m.is_outer() ? m.Materialize(from) : m.values()) * factor);
+  step->OfferMagnitude(to, (m.computed() ? m.Materialize(from) : m.values()) * factor);
 }
 
 namespace {
@@ -293,12 +293,29 @@ void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, cons
     o.batch = batch;
     o.rows = rows;
     o.cols = cols;
-    step->OfferOuterMagnitude(y, std::move(o));
+    step->OfferComputedMagnitude(y, precision::Magnitude(std::move(o)));
     return;
   }
   at::Tensor m = row * col;
   if (add.defined()) m.add_(add);
   step->OfferMagnitude(y, m.reshape(y.sizes()));
+}
+
+void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tensor& mul) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !step->magnitudes_wanted()) return;
+  at::NoGradGuard no_grad;
+  auto fits = [&](const at::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == at::kDouble && t.is_contiguous() &&
+           t.numel() == y.numel();
+  };
+  if (y.is_contiguous() && fits(a) && (!mul.defined() || fits(mul))) {
+    step->OfferComputedMagnitude(y, precision::Magnitude(precision::AbsMagnitude{a, mul}));
+    return;
+  }
+  at::Tensor m = a.abs();
+  if (mul.defined()) m.mul_(mul);
+  step->OfferMagnitude(y, m);
 }
 
 }  // namespace vt::nn

@@ -35,6 +35,11 @@ void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, cons
                            const at::Tensor& col, const at::Tensor& add = {},
                            bool add_per_row = false);
 
+// Offers y the magnitude |a| (times `mul` when given), elementwise in y's order: computed by
+// the boundary's kernels when y, a and mul are contiguous float64 of y's element count (the
+// same bits as a.abs() * mul), else that expression.
+void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tensor& mul = {});
+
 // Batch-norm magnitudes in one pass each over [N, C, H, W] (the per-channel factors are [C]),
 // equal to the ATen expressions in the comments up to the order of the sums:
 //   ChannelAbsSum(a)          sum over n, h, w of |a|                      -> [C]

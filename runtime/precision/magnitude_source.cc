@@ -39,6 +39,15 @@ VT_MAGNITUDE_CLONES void RunWithRowAdd(double r, const double* col, double a, do
   }
 }
 
+// dst[k] = |a[k]|, or fl(|a[k]| * mul[k]).
+VT_MAGNITUDE_CLONES void AbsRun(const double* a, const double* mul, int64_t n, double* dst) {
+  if (mul == nullptr) {
+    for (int64_t k = 0; k < n; ++k) dst[k] = std::fabs(a[k]);
+  } else {
+    for (int64_t k = 0; k < n; ++k) dst[k] = std::fabs(a[k]) * mul[k];
+  }
+}
+
 void RequireFactor(const at::Tensor& t, const char* what, int64_t n, int64_t batch) {
   if (!t.defined()) throw Error(std::string("outer magnitude: ") + what + " is undefined");
   if (!t.device().is_cpu() || t.scalar_type() != at::kDouble || !t.is_contiguous()) {
@@ -55,30 +64,46 @@ void RequireFactor(const at::Tensor& t, const char* what, int64_t n, int64_t bat
 
 Magnitude::Magnitude(at::Tensor values) : values_(std::move(values)) {}
 
-Magnitude::Magnitude(OuterMagnitude outer) : outer_(std::move(outer)), is_outer_(true) {
+Magnitude::Magnitude(OuterMagnitude outer) : kind_(Kind::kOuter), outer_(std::move(outer)) {
   const OuterMagnitude& o = outer_;
   if (o.batch < 0 || o.rows < 0 || o.cols < 0) {
     throw Error("outer magnitude: batch, rows and cols must be >= 0");
   }
-  RequireFactor(o.row, "row factor", o.rows, o.batch);
-  RequireFactor(o.col, "column factor", o.cols, o.batch);
+  RequireFactor(o.row, "outer magnitude: row factor", o.rows, o.batch);
+  RequireFactor(o.col, "outer magnitude: column factor", o.cols, o.batch);
   if (o.add.defined()) {
     const int64_t n = o.add_per_row ? o.rows : o.cols;
-    RequireFactor(o.add, "added term", n, 1);
+    RequireFactor(o.add, "outer magnitude: added term", n, 1);
   }
   if (!(std::isfinite(o.factor) && o.factor > 0.0)) {
     throw Error("outer magnitude: factor must be finite and > 0");
   }
 }
 
+Magnitude::Magnitude(AbsMagnitude abs) : kind_(Kind::kAbs), abs_(std::move(abs)) {
+  RequireFactor(abs_.a, "absolute magnitude: tensor", abs_.a.defined() ? abs_.a.numel() : 0, 1);
+  if (abs_.mul.defined()) RequireFactor(abs_.mul, "absolute magnitude: factor", abs_.a.numel(), 1);
+}
+
 int64_t Magnitude::numel() const {
-  if (is_outer_) return outer_.batch * outer_.rows * outer_.cols;
-  return values_.defined() ? values_.numel() : 0;
+  switch (kind_) {
+    case Kind::kOuter:
+      return outer_.batch * outer_.rows * outer_.cols;
+    case Kind::kAbs:
+      return abs_.a.numel();
+    default:
+      return values_.defined() ? values_.numel() : 0;
+  }
 }
 
 void Magnitude::Fill(int64_t begin, int64_t count, double* out) const {
-  const OuterMagnitude& o = outer_;
   if (count <= 0) return;
+  if (kind_ == Kind::kAbs) {
+    AbsRun(abs_.a.data_ptr<double>() + begin,
+           abs_.mul.defined() ? abs_.mul.data_ptr<double>() + begin : nullptr, count, out);
+    return;
+  }
+  const OuterMagnitude& o = outer_;
   const double* row = o.row.data_ptr<double>();
   const double* col = o.col.data_ptr<double>();
   const double* add = o.add.defined() ? o.add.data_ptr<double>() : nullptr;
@@ -106,18 +131,18 @@ void Magnitude::Fill(int64_t begin, int64_t count, double* out) const {
 }
 
 double Magnitude::At(int64_t i) const {
-  if (!is_outer_) return values_.data_ptr<double>()[i];
+  if (!computed()) return values_.data_ptr<double>()[i];
   double m = 0.0;
   Fill(i, 1, &m);
   return m;
 }
 
 at::Tensor Magnitude::Materialize(const at::Tensor& like) const {
-  if (!is_outer_) return values_;
+  if (!computed()) return values_;
   at::Tensor out = at::empty(like.sizes(), like.options().dtype(at::kDouble));
   if (out.numel() != numel()) {
-    throw Error("outer magnitude: covers " + std::to_string(numel()) +
-                " elements, the tensor has " + std::to_string(out.numel()));
+    throw Error("magnitude: covers " + std::to_string(numel()) + " elements, the tensor has " +
+                std::to_string(out.numel()));
   }
   double* p = out.data_ptr<double>();
   at::parallel_for(0, out.numel(), int64_t{1} << 15,

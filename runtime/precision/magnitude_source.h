@@ -1,6 +1,8 @@
 // Where the round and replay kernels read a per-element magnitude from (round.h,
-// ROUNDING.md "The window", "Magnitudes"): an array with one value per element, or the outer
-// product of two factors that a matrix product hands over instead of writing out.
+// ROUNDING.md "The window", "Magnitudes"): an array with one value per element, the outer
+// product of two factors that a matrix product hands over instead of writing it out, or the
+// absolute values of another tensor (times a third), as an activation's magnitude follows
+// its input.
 //
 // A product's magnitude m_ij = ||a_i|| ||b_j|| (+ |bias|) is as large as its output; written
 // out, it costs a pass of stores and a pass of loads over memory the size of the output.
@@ -12,6 +14,9 @@
 //     m = fl(row[b, i] * col[b, j])            row/col: [batch, n] or [1, n] (shared by all b)
 //     m = fl(m + add[i])  or  fl(m + add[j])   when `add` is given (per row or per column)
 //     m = fl(m * factor)                       when factor != 1
+//
+// An absolute magnitude (AbsMagnitude) is m[i] = |a[i]|, or fl(|a[i]| * mul[i]) with `mul`:
+// GELU's output takes |x| of its input, its input gradient |g| times its derivative's terms.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,22 +34,30 @@ struct OuterMagnitude {
   int64_t batch = 1, rows = 0, cols = 0;
 };
 
+struct AbsMagnitude {
+  at::Tensor a;    // float64, contiguous
+  at::Tensor mul;  // optional float64, contiguous, a's element count, >= 0
+};
+
 class Magnitude {
  public:
   Magnitude() = default;
   // Implicit, so that callers holding a tensor pass it as before.
   Magnitude(at::Tensor values);  // NOLINT(google-explicit-constructor)
-  // Throws vt::Error for factors of the wrong dtype, device, layout or size.
+  // Throw vt::Error for factors of the wrong dtype, device, layout or size.
   explicit Magnitude(OuterMagnitude outer);
+  explicit Magnitude(AbsMagnitude abs);
 
-  bool defined() const { return values_.defined() || is_outer_; }
-  bool is_outer() const { return is_outer_; }
-  // The array (undefined for an outer product).
+  bool defined() const { return kind_ != Kind::kArray || values_.defined(); }
+  // Computed block by block (an outer product or absolute values), not read from an array.
+  bool computed() const { return kind_ != Kind::kArray; }
+  bool is_outer() const { return kind_ == Kind::kOuter; }
+  // The array (undefined for a computed magnitude).
   const at::Tensor& values() const { return values_; }
   const OuterMagnitude& outer() const { return outer_; }
-  // Elements covered: the array's, or batch * rows * cols.
+  // Elements covered: the array's, batch * rows * cols, or a's.
   int64_t numel() const;
-  // Magnitudes of the elements [begin, begin + count) into out (outer products only).
+  // Magnitudes of the elements [begin, begin + count) into out (computed magnitudes only).
   void Fill(int64_t begin, int64_t count, double* out) const;
   // One element's magnitude.
   double At(int64_t i) const;
@@ -52,9 +65,11 @@ class Magnitude {
   at::Tensor Materialize(const at::Tensor& like) const;
 
  private:
+  enum class Kind { kArray, kOuter, kAbs };
+  Kind kind_ = Kind::kArray;
   at::Tensor values_;
   OuterMagnitude outer_;
-  bool is_outer_ = false;
+  AbsMagnitude abs_;
 };
 
 }  // namespace vt::precision

@@ -135,7 +135,7 @@ double ComputeScale(const double* x, int64_t n, int bits, const BoundaryContext&
 // contiguous.
 Magnitude CheckedMagnitude(const Magnitude& magnitude, int64_t n) {
   if (!magnitude.defined()) return magnitude;
-  if (magnitude.is_outer()) {
+  if (magnitude.computed()) {
     if (magnitude.numel() != n) {
       throw Error("magnitude covers " + std::to_string(magnitude.numel()) +
                   " elements but the tensor has " + std::to_string(n));
@@ -151,16 +151,17 @@ Magnitude CheckedMagnitude(const Magnitude& magnitude, int64_t n) {
   return Magnitude(values.contiguous());
 }
 
-// Elements per block of an outer-product magnitude computed into a buffer on the stack
-// (16 KiB: it stays in the L1 cache between its stores and the kernel's loads).
+// Elements per block of a computed magnitude (an outer product, absolute values) filled into
+// a buffer on the stack (16 KiB: it stays in the L1 cache between its stores and the
+// kernel's loads).
 constexpr int64_t kMagnitudeBlock = 2048;
 
 // Calls span(offset, count, m) over [begin, end): m points into the magnitude array, or at a
-// buffer holding the block's magnitudes for an outer product, or is null without magnitude.
+// buffer holding the block's magnitudes for a computed one, or is null without magnitude.
 template <class Span>
 void ForMagnitudeBlocks(const Magnitude& mag, const double* array, int64_t begin, int64_t end,
                         Span span) {
-  if (!mag.is_outer()) {
+  if (!mag.computed()) {
     span(begin, end - begin, array != nullptr ? array + begin : nullptr);
     return;
   }
@@ -175,7 +176,7 @@ void ForMagnitudeBlocks(const Magnitude& mag, const double* array, int64_t begin
 // Reports the first element whose magnitude breaks its contract (round.h). Must not return.
 [[noreturn]] void ReportBadMagnitude(const Magnitude& mag, int64_t n,
                                      const BoundaryContext& context) {
-  const double* array = mag.is_outer() ? nullptr : mag.values().data_ptr<double>();
+  const double* array = mag.computed() ? nullptr : mag.values().data_ptr<double>();
   ForMagnitudeBlocks(mag, array, 0, n, [&](int64_t offset, int64_t count, const double* m) {
     for (int64_t i = 0; i < count; ++i) {
       if (m[i] >= 0.0 && m[i] < kInfinity) continue;
@@ -258,7 +259,7 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   const Magnitude mag = CheckedMagnitude(magnitude, n);
   const bool has_mag = mag.defined();
   const double* mp =
-      has_mag && !mag.is_outer() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
+      has_mag && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;
@@ -326,7 +327,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   const Magnitude mag = CheckedMagnitude(magnitude, n);
   const bool has_mag = mag.defined();
   const double* mp =
-      has_mag && !mag.is_outer() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
+      has_mag && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
   const double* xp = n > 0 ? x.data_ptr<double>() : nullptr;
   double* op = n > 0 ? out.data_ptr<double>() : nullptr;
   const bool in_place = xp == op;

@@ -53,12 +53,12 @@ struct BoundaryContext {
 };
 
 // A per-element magnitude (ROUNDING.md "The window"): `magnitude`, when defined, is a CPU
-// float64 tensor with x's element count, or the outer product of two factors covering as
-// many elements (magnitude_source.h), whose element i bounds the size of the terms x[i]
-// was computed from; the window's absolute term is then alpha * magnitude[i] instead of
-// alpha * max|x|. It must be finite and >= 0; otherwise vt::Error names the boundary, step
-// and index. The auditor's Replay widens its own
-// magnitudes by kMagnitudeSlack for its checks (the parties' magnitudes differ by rounding).
+// float64 tensor with x's element count, or a magnitude computed block by block over as many
+// elements (an outer product, absolute values: magnitude_source.h), whose element i bounds the size
+// of the terms x[i] was computed from; the window's absolute term is then alpha * magnitude[i]
+// instead of alpha * max|x|. It must be finite and >= 0; otherwise vt::Error names the boundary,
+// step and index. The auditor's Replay widens its own magnitudes by kMagnitudeSlack for its checks
+// (the parties' magnitudes differ by rounding).
 
 struct RoundStats {
   double scale = 0.0;  // max |x| when alpha > 0 and no magnitude is given; else 0.

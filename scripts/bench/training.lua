@@ -4,7 +4,8 @@
 -- and what a user would otherwise run: the same model in plain LibTorch (ATen's operators,
 -- LibTorch's autograd, torch.optim-style updates; vt.torch_baseline). Models: ResNet-18
 -- (width 16) on Fashion-MNIST, a 4-layer GPT (d 256) on the Shakespeare corpus, and with
--- models=...,resnet50 ResNet-50 (batch 16). The trainer and auditor run twice: with the
+-- models=...,resnet50 ResNet-50 (batch 16), with models=...,gpt2 GPT-2 small (12 layers,
+-- d 768, vocab 50257, context 64, batch 8: the paper's model at a short context). The trainer and auditor run twice: with the
 -- paper's window (band 1/4, about half of all values logged) and with calibrated windows
 -- (vt.calibrate over 2 steps on this profile and one other, untimed).
 --
@@ -35,6 +36,13 @@ local catalog = {
     optim = vt.optim.adamw{lr = 3e-4, weight_decay = 0.01},
     batch = 8,
   },
+  gpt2 = {
+    name = "gpt2-small",
+    data = function() return vt.data.text{path = corpus, context = 64} end,
+    model = vt.models.gpt2{layers = 12, d_model = 768, heads = 12, vocab = 50257, context = 64},
+    optim = vt.optim.adamw{lr = 3e-4, weight_decay = 0.01},
+    batch = 8,
+  },
   resnet50 = {
     name = "resnet50",
     data = function() return vt.data.fashion_mnist{limit = 2048} end,
@@ -46,7 +54,7 @@ local catalog = {
 local models = {}
 for name in a.models:gmatch("[^,]+") do
   local m = catalog[name]
-  if m == nil then error("bench/training: unknown model '" .. name .. "' (valid: resnet18, gpt, resnet50)", 0) end
+  if m == nil then error("bench/training: unknown model '" .. name .. "' (valid: resnet18, gpt, gpt2, resnet50)", 0) end
   m.data = m.data()
   models[#models + 1] = m
 end

@@ -1,9 +1,10 @@
-// Outer-product magnitudes (precision/magnitude_source.h): a product's magnitude handed to the
-// kernels as its two factors gives the same bits as the tensor expression it replaces
-// (row * col, + add, * factor, in ATen's broadcasting), and rounding or replaying with it
-// gives the same outputs, records and counts as with the magnitudes written out, on every
-// kernel variant and thread count, across block and row boundaries; bad factors are errors
-// that name what is wrong, and a bad magnitude inside the product names its index.
+// Computed magnitudes (precision/magnitude_source.h): a product's magnitude handed to the
+// kernels as its two factors, and an activation's as |a| (times a factor), give the same bits
+// as the tensor expressions they replace (row * col, + add, * factor, in ATen's broadcasting;
+// a.abs() * mul), and rounding or replaying with them gives the same outputs, records and
+// counts as with the magnitudes written out, on every kernel variant and thread count, across
+// block and row boundaries; bad factors are errors that name what is wrong, and a bad
+// magnitude inside a computed one names its index.
 #include "runtime/precision/magnitude_source.h"
 
 #include <ATen/ATen.h>
@@ -158,6 +159,48 @@ TEST_CASE("rounding and replay with an outer magnitude equal those with the arra
       }
     }
   }
+}
+
+TEST_CASE("absolute magnitudes equal a.abs() * mul and round as the array does",
+          "[precision][magnitude]") {
+  at::manual_seed(34);
+  IsaGuard isa_guard;
+  const int64_t n = 10007;  // several blocks and a partial one
+  const at::Tensor a = at::randn({n}, at::kDouble) * Spread({n});
+  const at::Tensor mul = Spread({n});
+  at::Tensor x = at::randn({n}, at::kDouble) * a.abs();
+  x.narrow(0, 0, n / 4).mul_(0x1p-26);
+  for (bool with_mul : {false, true}) {
+    INFO((with_mul ? "|a| * mul" : "|a|"));
+    const at::Tensor want = with_mul ? a.abs() * mul : a.abs();
+    const prec::Magnitude m(prec::AbsMagnitude{a, with_mul ? mul : at::Tensor()});
+    CHECK(m.computed());
+    CHECK(SameBits(m.Materialize(want), want));
+    for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+      prec::SetKernelIsa(isa);
+      INFO("variant " << prec::KernelIsaName(isa));
+      prec::RoundOptions o;
+      o.band = 0.0625;
+      o.alpha = 0x1p-38;
+      prec::LogRecord by_array, by_abs;
+      const prec::RoundResult r1 = prec::Round(x, o, &by_array, {}, want);
+      const prec::RoundResult r2 = prec::Round(x, o, &by_abs, {}, m);
+      CHECK(SameBits(r1.rounded, r2.rounded));
+      CHECK(by_array.counts().exact == by_abs.counts().exact);
+      CHECK(by_array.counts().logged() > 0);
+      CHECK(std::equal(by_array.states(), by_array.states() + n, by_abs.states()));
+      const prec::ReplayResult p1 = prec::Replay(x, by_array, o, {}, want);
+      const prec::ReplayResult p2 = prec::Replay(x, by_array, o, {}, m);
+      CHECK(SameBits(p1.rounded, p2.rounded));
+      CHECK(p1.report.steerable == p2.report.steerable);
+      CHECK(p2.report.illegitimate == 0);
+    }
+  }
+  CHECK_THROWS_WITH(
+      prec::Magnitude(prec::AbsMagnitude{a, mul.narrow(0, 0, n - 1)}),
+      Catch::Contains("absolute magnitude: factor has 10006 elements, expected 10007"));
+  CHECK_THROWS_WITH(prec::Magnitude(prec::AbsMagnitude{a.to(at::kFloat), {}}),
+                    Catch::Contains("absolute magnitude: tensor must be a contiguous CPU float64"));
 }
 
 TEST_CASE("bad outer magnitudes are errors that say what is wrong", "[precision][magnitude]") {
