@@ -10,11 +10,15 @@
 -- (vt.calibrate over 2 steps on this profile and one other, untimed).
 --
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
+--                                    [windows=paper,calibrated]
+-- GPT-2 small needs about 12 GB with windows=paper; calibrating it in one process (two
+-- profiles' runs and every boundary's values of a step) needs more than 24 GB.
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, then per model.
-local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt"}, arg)
+local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated"}, arg)
 local steps, profile = a.steps, a.profile
+io.stdout:setvbuf("line")  -- long runs (GPT-2 small) show each row as it is measured
 local corpus = vt.corpus
 
 local workdir = vt.fs.tmpdir("bench-training")
@@ -51,6 +55,13 @@ local catalog = {
     batch = 16,
   },
 }
+local windows = {}
+for w in a.windows:gmatch("[^,]+") do
+  if w ~= "paper" and w ~= "calibrated" then
+    error("bench/training: unknown window '" .. w .. "' (valid: paper, calibrated)", 0)
+  end
+  windows[#windows + 1] = w
+end
 local models = {}
 for name in a.models:gmatch("[^,]+") do
   local m = catalog[name]
@@ -110,7 +121,7 @@ for _, m in ipairs(models) do
   local fp64 = time_steps(plain("fp64"))
   local row = {model = m.name, fp32_s = fp32, fp64_s = fp64, torch_fp32_s = torch32, torch_fp64_s = torch64,
                fp64_over_torch_fp64 = fp64 / torch64, fp32_over_torch_fp32 = fp32 / torch32}
-  for _, window in ipairs({"paper", "calibrated"}) do
+  for _, window in ipairs(windows) do
     local wspec = window == "paper" and spec or make_spec(calibrated_round(spec, m.data))
     local dir = workdir .. "/" .. m.name .. "-" .. window
     local trainer = vt.trainer{spec = wspec, data = m.data, profile = profile, store = vt.store.open(dir .. "-t")}
@@ -142,9 +153,11 @@ local keys = {"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_ove
               "trainer_over_fp32", "log_bytes_per_step", "logged_fraction"}
 local parts = {}
 local function worst_of(key)
-  local worst = 0
-  for _, r in ipairs(results) do worst = math.max(worst, r[key]) end
-  parts[#parts + 1] = string.format('"%s": %s', key, json_number(worst))
+  local worst
+  for _, r in ipairs(results) do
+    if r[key] ~= nil then worst = math.max(worst or r[key], r[key]) end
+  end
+  if worst ~= nil then parts[#parts + 1] = string.format('"%s": %s', key, json_number(worst)) end
 end
 worst_of("fp64_over_torch_fp64")
 for _, prefix in ipairs({"", "calibrated_"}) do
@@ -160,7 +173,11 @@ for _, r in ipairs(results) do
     fields[#fields + 1] = string.format('"%s": %s', key, json_number(r[key]))
   end
   for _, prefix in ipairs({"", "calibrated_"}) do
-    for _, key in ipairs(keys) do fields[#fields + 1] = string.format('"%s": %s', prefix .. key, json_number(r[prefix .. key])) end
+    for _, key in ipairs(keys) do
+      if r[prefix .. key] ~= nil then
+        fields[#fields + 1] = string.format('"%s": %s', prefix .. key, json_number(r[prefix .. key]))
+      end
+    end
   end
   per_model[#per_model + 1] = string.format('"%s": {%s}', r.model, table.concat(fields, ", "))
 end
