@@ -1,6 +1,7 @@
 #include "runtime/train/runner.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,6 +28,24 @@ std::vector<store::LogRecordView> Views(const Encoded& records) {
     views.push_back({key.first, static_cast<uint32_t>(key.second), bytes});
   }
   return views;
+}
+
+// The records of `log` that `keep` selects, encoded on LibTorch's threads (each record is
+// independent; the order is the log's).
+template <class Keep>
+Encoded EncodeRecordsOf(const nn::StepLog& log, Keep keep) {
+  std::vector<const nn::StepLog::value_type*> chosen;
+  chosen.reserve(log.size());
+  for (const auto& entry : log) {
+    if (keep(entry.first)) chosen.push_back(&entry);
+  }
+  Encoded out(chosen.size());
+  at::parallel_for(0, static_cast<int64_t>(chosen.size()), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      out[i] = {chosen[i]->first, precision::EncodeLog(chosen[i]->second)};
+    }
+  });
+  return out;
 }
 
 }  // namespace
@@ -327,10 +346,8 @@ Encoded Trainer::PrepareStep(int64_t, nn::StepLog*) { return {}; }
 Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::StepLog& log,
                             Encoded) {
   if (mode_ != nn::Mode::kLog) return {};
-  Encoded out;
-  out.reserve(log.size() + 1);
   if (!options_.group) {
-    for (const auto& [key, record] : log) out.emplace_back(key, precision::EncodeLog(record));
+    Encoded out = EncodeRecordsOf(log, [](const nn::RecordKey&) { return true; });
     out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(context.trace()));
     return out;
   }
@@ -338,10 +355,8 @@ Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::S
   // records (summed gradient, update) are alike on every rank and rank 0's are kept.
   dist::Group& g = *options_.group;
   nn::StepTrace trace;
-  for (const auto& [key, record] : log) {
-    if (g.rank() == 0 || nn::ShardOf(key.first) >= 0)
-      out.emplace_back(key, precision::EncodeLog(record));
-  }
+  Encoded out = EncodeRecordsOf(
+      log, [&](const nn::RecordKey& key) { return g.rank() == 0 || nn::ShardOf(key.first) >= 0; });
   for (const auto& [key, crc] : context.trace()) {
     if (g.rank() == 0 || nn::ShardOf(key.first) >= 0) trace[key] = crc;
   }
@@ -463,19 +478,36 @@ Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord
   for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});
   for (auto it = log->begin(); it != log->end();)
     it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
-  for (store::LogRecord& r : records) {
-    nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
-    try {
-      if (r.boundary == nn::kTraceBoundary) {
-        expected_trace_ = nn::DecodeTrace(r.value);
-      } else {
-        precision::DecodeLogInto(r.value, &(*log)[key]);
+  // The log records are decoded on LibTorch's threads into entries made here, in order; the
+  // first record (in the trainer's order) that fails is the one reported.
+  const size_t n = records.size();
+  std::vector<precision::LogRecord*> targets(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    if (records[i].boundary != nn::kTraceBoundary)
+      targets[i] = &(*log)[{records[i].boundary, static_cast<int32_t>(records[i].call)}];
+  }
+  std::vector<std::string> errors(n);
+  at::parallel_for(0, static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (targets[i] == nullptr) continue;
+      try {
+        precision::DecodeLogInto(records[i].value, targets[i]);
+      } catch (const std::exception& e) {
+        errors[i] = e.what()[0] != '\0' ? e.what() : "the record could not be decoded";
       }
+    }
+  });
+  for (size_t i = 0; i < n; ++i) {
+    store::LogRecord& r = records[i];
+    try {
+      if (r.boundary == nn::kTraceBoundary) expected_trace_ = nn::DecodeTrace(r.value);
+      if (!errors[i].empty()) throw Error(errors[i]);
     } catch (const std::exception& e) {
       throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " +
                   std::to_string(r.call) + ": " + e.what());
     }
-    encoded.emplace_back(std::move(key), std::move(r.value));
+    encoded.emplace_back(nn::RecordKey{r.boundary, static_cast<int32_t>(r.call)},
+                         std::move(r.value));
   }
   return encoded;
 }

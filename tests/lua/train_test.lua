@@ -280,6 +280,36 @@ s:test("runner errors", function()
   T.assert_error(function() return t:step() end, "is complete", true)
 end)
 
+s:test("an auditor names the first record it cannot decode, in the trainer's order", function()
+  local spec = make_spec{steps = 2, checkpoint_every = 2}
+  local st = vt.store.open(dir .. "/decode")
+  local t = vt.trainer{spec = spec, data = data, store = st}
+  t:step()
+  local records = st:run("run"):step(1)
+  T.assert_true(#records > 4, "records of step 1: " .. #records)
+  -- The records decoded intact replay to the trainer's step.
+  local good = vt.auditor{spec = spec, data = data, logs = "given"}
+  T.assert_eq(good:step(records).illegitimate, 0)
+  -- Two damaged log records (past the trace): the earlier one is named, whatever the threads do.
+  local damaged, first, second = {}, nil, nil
+  for i, r in ipairs(records) do
+    damaged[i] = {boundary = r.boundary, call = r.call, value = r.value}
+    if r.boundary ~= "~trace" and #r.value > 8 then
+      if first == nil then
+        first = i
+      elseif second == nil and i > first + 1 then
+        second = i
+      end
+    end
+  end
+  T.assert_true(first ~= nil and second ~= nil, "two log records to damage")
+  damaged[first].value = damaged[first].value:sub(1, 7)
+  damaged[second].value = "garbage!" .. damaged[second].value
+  local auditor = vt.auditor{spec = spec, data = data, logs = "given"}
+  T.assert_error(function() return auditor:step(damaged) end,
+                 "step 1, record '" .. records[first].boundary .. "' call " .. records[first].call .. ": ", true)
+end)
+
 local _, failed = T.run({exit = false})
 os.execute("rm -rf " .. dir)
 os.exit(failed == 0 and 0 or 1)
