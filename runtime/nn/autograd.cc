@@ -147,12 +147,15 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     const int64_t chunk = vt::ImagesPerChunk(x.size(1), kh, kw, l, x.element_size());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     at::Tensor gw, gb;
-    at::Tensor gx = at::empty_like(x);
+    // One chunk (the common case) hands its col2im results over as they are; several are
+    // copied into place.
+    const bool one_chunk = chunk >= n;
+    at::Tensor gx = one_chunk ? at::Tensor() : at::empty_like(x);
     // Magnitudes: gcols_(r, p) <= ||w_:,r|| ||g2d_:,p||, gathered back like gcols; the weight
     // gradient's chunks <= ||g2d_o,:|| ||cols_r,:||; the bias's sum of |g|.
     const bool magnitudes = MagnitudesWanted();
     at::Tensor w_cols = magnitudes ? ColNorms(w.reshape({out_c, -1})).t() : at::Tensor();  // [R,1]
-    at::Tensor m_gx = magnitudes ? at::empty_like(x) : at::Tensor();
+    at::Tensor m_gx = magnitudes && !one_chunk ? at::empty_like(x) : at::Tensor();
     at::Tensor m_gw, m_gb;
     for (int64_t first = 0; first < n; first += chunk) {
       const int64_t count = std::min(chunk, n - first);
@@ -164,9 +167,13 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       at::Tensor part = vt::Matmul(g2d, cols.t());
       gw = gw.defined() ? gw + part : part;
       at::Tensor gcols = vt::Matmul(w2d_t, g2d);  // [C*kh*kw, n_c*L]
-      gx.narrow(0, first, count)
-          .copy_(
-              vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
+      at::Tensor part_gx =
+          vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding);
+      if (one_chunk) {
+        gx = part_gx;
+      } else {
+        gx.narrow(0, first, count).copy_(part_gx);
+      }
       if (has_bias) {
         at::Tensor bpart = vt::Sum(g2d, {1});
         gb = gb.defined() ? gb + bpart : bpart;
@@ -174,9 +181,13 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       if (magnitudes) {
         at::NoGradGuard no_grad;
         // Col2Im of w_cols (x) ||g2d_:,p|| [R, n_c*L], without the product.
-        m_gx.narrow(0, first, count)
-            .copy_(vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2), x.size(3),
-                                   kh, kw, stride, padding));
+        at::Tensor part_m = vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2),
+                                            x.size(3), kh, kw, stride, padding);
+        if (one_chunk) {
+          m_gx = part_m;
+        } else {
+          m_gx.narrow(0, first, count).copy_(part_m);
+        }
         at::Tensor m_part = RowNorms(g2d) * RowNorms(cols).t();  // [O, R]
         m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
         if (has_bias) {

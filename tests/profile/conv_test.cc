@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/nn/autograd.h"
+#include "runtime/nn/context.h"
 #include "runtime/profile/im2col.h"
 #include "runtime/profile/profile.h"
 
@@ -83,4 +84,42 @@ TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]
   // 5 and 7 factors where one 3x3 channel over a 3x3 image (padding 1) needs 9 and 9.
   CHECK_THROWS(vt::Col2ImOuter(at::rand({5}, at::kDouble), at::rand({7}, at::kDouble), 1, 1, 3, 3,
                                3, 3, 1, 1));
+}
+
+TEST_CASE("Conv2dOp backward over several chunks of images: gradients and their magnitudes",
+          "[conv]") {
+  // 64 channels of 40x40 with a 3x3 kernel: 7.4 MB of columns per image, so the backward
+  // pass works on chunks of two images (vt::ImagesPerChunk) and copies each into place.
+  vt::ActivateProfile(vt::FindProfile("native"));
+  REQUIRE(vt::ImagesPerChunk(64, 3, 3, 40 * 40, sizeof(double)) == 2);
+  at::manual_seed(51);
+  at::Tensor x = at::randn({3, 64, 40, 40}, at::kDouble).set_requires_grad(true);
+  at::Tensor w = at::randn({8, 64, 3, 3}, at::kDouble).set_requires_grad(true);
+  at::Tensor b = at::randn({8}, at::kDouble).set_requires_grad(true);
+  const at::Tensor gy = at::randn({3, 8, 40, 40}, at::kDouble);
+  // The input gradient's magnitude, as the step's boundary would take it.
+  vt::nn::WindowTable windows;
+  for (vt::nn::Window& win : windows.by_kind) win = {0.0625, 0x1p-40};
+  auto run = [&](const at::Tensor& input, const at::Tensor& g) {
+    vt::nn::StepLog log;
+    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
+    vt::nn::StepContext::Scope scope(&c);
+    at::Tensor y = vt::nn::Conv2dOp(input, w, b, 1, 1);
+    auto grads = torch::autograd::grad({y}, {input, w, b}, {g});
+    at::Tensor m = c.OfferedFor(grads[0]);
+    REQUIRE(m.defined());
+    return std::make_pair(grads, m.reshape(input.sizes()).clone());
+  };
+  const auto [ours, m_all] = run(x, gy);
+  auto ref = torch::autograd::grad({at::conv2d(x, w, b, {1, 1}, {1, 1})}, {x, w, b}, {gy});
+  for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-11, 1e-11));
+  // Each image's magnitude is its own sums, in the same order in any chunk: image by image
+  // (one chunk each) gives the same bits.
+  for (int64_t img = 0; img < 3; ++img) {
+    INFO("image " << img);
+    at::Tensor xi = x.detach().narrow(0, img, 1).clone().set_requires_grad(true);
+    const auto [one, m_one] = run(xi, gy.narrow(0, img, 1).contiguous());
+    CHECK(at::equal(m_one, m_all.narrow(0, img, 1)));
+    CHECK(at::allclose(one[0], ours[0].narrow(0, img, 1), 1e-11, 1e-11));
+  }
 }
