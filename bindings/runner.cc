@@ -426,6 +426,10 @@ int RunnerRun(lua_State* L) {
         break;
       }
     }
+    // One Ctrl-C reaches every rank, not at the same instant: a rank that stopped because
+    // another saw it first may get its own signal after its check. That is the Ctrl-C the
+    // loop has just honoured, not a second one for the Lua code that follows.
+    if (interrupted) ConsumeInterrupt(L);
     progress.Finish();
     if (interrupted && (!r->options().group || r->options().group->rank() == 0)) {
       std::fprintf(stderr, "interrupted after step %lld of %lld%s\n",
