@@ -265,15 +265,6 @@ void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor) {
   step->OfferMagnitude(to, (m.computed() ? m.Materialize(from) : m.values()) * factor);
 }
 
-namespace {
-
-bool SpansFactor(const at::Tensor& t, int64_t n, int64_t batch) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kDouble &&
-         t.is_contiguous() && (t.numel() == n || t.numel() == n * batch);
-}
-
-}  // namespace
-
 void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, const at::Tensor& row,
                            const at::Tensor& col, const at::Tensor& add, bool add_per_row) {
   StepContext* step = StepContext::Current();
@@ -282,8 +273,9 @@ void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, cons
   const int64_t per_batch = rows * cols;
   const int64_t batch = per_batch > 0 ? y.numel() / per_batch : 0;
   const bool outer = per_batch > 0 && batch * per_batch == y.numel() && y.is_contiguous() &&
-                     SpansFactor(row, rows, batch) && SpansFactor(col, cols, batch) &&
-                     (!add.defined() || SpansFactor(add, add_per_row ? rows : cols, 1));
+                     precision::FlatDoubles(row, rows, batch) &&
+                     precision::FlatDoubles(col, cols, batch) &&
+                     (!add.defined() || precision::FlatDoubles(add, add_per_row ? rows : cols));
   if (outer) {
     precision::OuterMagnitude o;
     o.row = row;
@@ -305,11 +297,9 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
   StepContext* step = StepContext::Current();
   if (step == nullptr || !step->magnitudes_wanted()) return;
   at::NoGradGuard no_grad;
-  auto fits = [&](const at::Tensor& t) {
-    return t.device().is_cpu() && t.scalar_type() == at::kDouble && t.is_contiguous() &&
-           t.numel() == y.numel();
-  };
-  if (y.is_contiguous() && fits(a) && (!mul.defined() || fits(mul))) {
+  const int64_t n = y.numel();
+  if (y.is_contiguous() && precision::FlatDoubles(a, n) &&
+      (!mul.defined() || precision::FlatDoubles(mul, n))) {
     step->OfferComputedMagnitude(y, precision::Magnitude(precision::AbsMagnitude{a, mul}));
     return;
   }

@@ -48,19 +48,23 @@ VT_MAGNITUDE_CLONES void AbsRun(const double* a, const double* mul, int64_t n, d
   }
 }
 
+// Throws vt::Error, naming `what`, unless t is a flat float64 factor of n or n * batch values.
 void RequireFactor(const at::Tensor& t, const char* what, int64_t n, int64_t batch) {
-  if (!t.defined()) throw Error(std::string("outer magnitude: ") + what + " is undefined");
+  if (FlatDoubles(t, n, batch)) return;
+  if (!t.defined()) throw Error(std::string(what) + " is undefined");
   if (!t.device().is_cpu() || t.scalar_type() != at::kDouble || !t.is_contiguous()) {
-    throw Error(std::string("outer magnitude: ") + what +
-                " must be a contiguous CPU float64 tensor");
+    throw Error(std::string(what) + " must be a contiguous CPU float64 tensor");
   }
-  if (t.numel() != n && t.numel() != n * batch) {
-    throw Error(std::string("outer magnitude: ") + what + " has " + std::to_string(t.numel()) +
-                " elements, expected " + std::to_string(n) + " or " + std::to_string(n * batch));
-  }
+  throw Error(std::string(what) + " has " + std::to_string(t.numel()) + " elements, expected " +
+              std::to_string(n) + " or " + std::to_string(n * batch));
 }
 
 }  // namespace
+
+bool FlatDoubles(const at::Tensor& t, int64_t n, int64_t batch) {
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kDouble &&
+         t.is_contiguous() && (t.numel() == n || t.numel() == n * batch);
+}
 
 Magnitude::Magnitude(at::Tensor values) : values_(std::move(values)) {}
 

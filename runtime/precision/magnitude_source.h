@@ -39,6 +39,10 @@ struct AbsMagnitude {
   at::Tensor mul;  // optional float64, contiguous, a's element count, >= 0
 };
 
+// Whether t is defined, a contiguous CPU float64 tensor, and holds n or n * batch values: a
+// factor the kernels can read as a flat array (what the constructors below require).
+bool FlatDoubles(const at::Tensor& t, int64_t n, int64_t batch = 1);
+
 class Magnitude {
  public:
   Magnitude() = default;

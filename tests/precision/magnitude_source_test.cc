@@ -198,9 +198,10 @@ TEST_CASE("absolute magnitudes equal a.abs() * mul and round as the array does",
   }
   CHECK_THROWS_WITH(
       prec::Magnitude(prec::AbsMagnitude{a, mul.narrow(0, 0, n - 1)}),
-      Catch::Contains("absolute magnitude: factor has 10006 elements, expected 10007"));
-  CHECK_THROWS_WITH(prec::Magnitude(prec::AbsMagnitude{a.to(at::kFloat), {}}),
-                    Catch::Contains("absolute magnitude: tensor must be a contiguous CPU float64"));
+      Catch::StartsWith("absolute magnitude: factor has 10006 elements, expected 10007"));
+  CHECK_THROWS_WITH(
+      prec::Magnitude(prec::AbsMagnitude{a.to(at::kFloat), {}}),
+      Catch::StartsWith("absolute magnitude: tensor must be a contiguous CPU float64"));
 }
 
 TEST_CASE("bad outer magnitudes are errors that say what is wrong", "[precision][magnitude]") {
@@ -208,12 +209,14 @@ TEST_CASE("bad outer magnitudes are errors that say what is wrong", "[precision]
   const Factors f = Make(kCases[0]);  // 300 x 37
   prec::OuterMagnitude wrong_rows = f.outer;
   wrong_rows.rows = 299;
-  CHECK_THROWS_WITH(prec::Magnitude(wrong_rows),
-                    Catch::Contains("row factor has 300 elements, expected 299"));
+  CHECK_THROWS_WITH(
+      prec::Magnitude(wrong_rows),
+      Catch::StartsWith("outer magnitude: row factor has 300 elements, expected 299"));
   prec::OuterMagnitude float_col = f.outer;
   float_col.col = f.col.to(at::kFloat);
-  CHECK_THROWS_WITH(prec::Magnitude(float_col),
-                    Catch::Contains("column factor must be a contiguous CPU float64 tensor"));
+  CHECK_THROWS_WITH(
+      prec::Magnitude(float_col),
+      Catch::StartsWith("outer magnitude: column factor must be a contiguous CPU float64"));
   prec::OuterMagnitude zero_factor = f.outer;
   zero_factor.factor = 0.0;
   CHECK_THROWS_WITH(prec::Magnitude(zero_factor), Catch::Contains("factor must be finite and > 0"));
