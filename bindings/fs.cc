@@ -12,6 +12,7 @@
 #include "bindings/lua_support.h"
 #include "bindings/module.h"
 #include "runtime/common/error.h"
+#include "store/remove_tree.h"
 
 namespace vt::lua {
 namespace {
@@ -92,7 +93,7 @@ int Remove(lua_State* L) {
   }
   return Protect(L, "vt.fs.remove", [&] {
     std::error_code ec;
-    const std::uintmax_t n = fs::remove_all(path, ec);
+    const std::uintmax_t n = RemoveTree(path, ec);
     Check(ec, "cannot remove", path);
     lua_pushnumber(L, static_cast<lua_Number>(n));
     return 1;

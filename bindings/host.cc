@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "bindings/dist.h"
 #include "bindings/module.h"
 #include "bindings/repl.h"
+#include "runtime/common/crash_report.h"
 #include "runtime/common/error.h"
 #include "runtime/common/init.h"
 #include "runtime/common/version.h"
@@ -28,6 +30,7 @@ namespace {
 
 constexpr const char* kProgram = "vtrun";
 
+lua_State* g_crash_state = nullptr;             // the state whose Lua stack a crash report shows
 lua_State* g_interruptible = nullptr;           // the state a Ctrl-C should interrupt, if any
 volatile sig_atomic_t g_interrupt_pending = 0;  // Ctrl-C seen, not yet consumed
 volatile sig_atomic_t g_interrupt_checked = 0;  // InterruptChecks alive: Ctrl-C only asks to stop
@@ -52,6 +55,29 @@ void OnInterrupt(int) {
   (void)ignored;
   if (g_interruptible != nullptr) {
     lua_sethook(g_interruptible, InterruptHook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+  }
+}
+
+// Inside the crash report's signal handler: the Lua lines that were running (lua_getinfo with
+// "Sl" reads the stack without allocating; best effort, the state may be mid-update).
+void WriteLuaStack() {
+  lua_State* L = g_crash_state;
+  if (L == nullptr) return;
+  lua_Debug ar;
+  char line[400];
+  bool any = false;
+  for (int level = 0; level < 32 && lua_getstack(L, level, &ar) == 1; ++level) {
+    if (lua_getinfo(L, "Sl", &ar) == 0 || ar.currentline <= 0) continue;
+    if (!any) {
+      ssize_t ignored = write(STDERR_FILENO, "  lua:\n", 7);
+      (void)ignored;
+      any = true;
+    }
+    int n = std::snprintf(line, sizeof line, "    %s:%d\n", ar.short_src, ar.currentline);
+    if (n > 0) {
+      ssize_t ignored = write(STDERR_FILENO, line, std::min<size_t>(n, sizeof line - 1));
+      (void)ignored;
+    }
   }
 }
 
@@ -456,6 +482,7 @@ void ReportError(lua_State* L) {
 }
 
 int HostMain(int argc, char** argv) {
+  InstallCrashReport();
   LoadCudaKernels();  // before anything asks ATen about CUDA (it keeps the first answer)
   CommandLine cl;
   if (!ParseCommandLine(argc, argv, &cl)) return 1;
@@ -475,6 +502,8 @@ int HostMain(int argc, char** argv) {
     InitializeRuntime();
     ActivateProfile(CurrentProfile());
     L = NewHostState();
+    g_crash_state = L;
+    SetCrashReportExtra(WriteLuaStack);
     if (cl.in_group && cl.group.world > 1) DefaultGroup() = dist::Group::Connect(cl.group);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
@@ -500,6 +529,8 @@ int HostMain(int argc, char** argv) {
   }
   if (status == 0 && cl.interactive) status = RunRepl(L);
   std::fflush(stdout);
+  SetCrashReportExtra(nullptr);
+  g_crash_state = nullptr;
   lua_close(L);
   DefaultGroup().reset();
   return status == 0 ? 0 : 1;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bindings/dist.h"
+#include "store/remove_tree.h"
 
 namespace vt::lua {
 namespace {
@@ -155,7 +156,7 @@ int LaunchRanks(int nproc, const dist::GroupOptions& options,
   }
   if (!made_dir.empty()) {
     std::error_code ec;
-    std::filesystem::remove_all(made_dir, ec);
+    RemoveTree(made_dir, ec);
   }
   if (failed_rank >= 0) {
     std::fprintf(stderr, "vtrun: rank %d of %d %s; stopped the other ranks\n", failed_rank, nproc,

@@ -23,6 +23,7 @@
 #include "store/envelope.h"
 #include "store/error.h"
 #include "store/records.h"
+#include "store/remove_tree.h"
 #include "store/store_internal.h"
 #include "store/writer_claim.h"
 
@@ -289,7 +290,7 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
       h->cfs.clear();
       std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
     }
-    fs::remove_all(scratch, ec);
+    RemoveTree(scratch, ec);
     if (!s.ok()) throw Error("cannot open store '" + path + "' for reading: " + s.ToString());
   } else {
     // Claimed before RocksDB's LOCK file, which cannot tell this process's writers apart.
@@ -441,7 +442,7 @@ void Store::ReopenReader() {
     cfs.clear();
     std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
   }
-  fs::remove_all(scratch, ec);
+  RemoveTree(scratch, ec);
   if (!s.ok()) throw Error("cannot reopen store '" + path_ + "' for reading: " + s.ToString());
   auto fresh = std::make_unique<Handles>();
   fresh->db = raw;

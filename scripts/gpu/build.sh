@@ -7,7 +7,8 @@
 #
 #   bash scripts/gpu/build.sh [DEBS_DIR] [BUILD_DIR]    # defaults: .gpu-debs build-gpu
 #
-# Environment: VT_DEPS_PREFIX (default /tmp/vt-deps), PYTHON (default python3), JOBS (nproc).
+# Environment: VT_DEPS_PREFIX (default /tmp/vt-deps), PYTHON (default python3), JOBS (nproc),
+# BUILD_COMPARE=0 (skip the CUDA kernels' comparison program).
 # Prints the lines `source`-able as the environment to run the build with (env.sh in BUILD_DIR).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -52,7 +53,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
   -DCMAKE_CXX_FLAGS="-D_GLIBCXX_USE_CXX11_ABI=$abi -isystem $prefix/usr/include -isystem $prefix/usr/include/x86_64-linux-gnu" \
   -DOPENSSL_ROOT_DIR="$prefix/usr" -DCMAKE_DISABLE_FIND_PACKAGE_RocksDB=ON "${cuda_flags[@]}"
 cmake --build "$build" -j "$jobs" --target vtrun
-if grep -q "vt_precision_cuda_compare" "$build/build.ninja"; then
+if [[ ${BUILD_COMPARE:-1} == 1 ]] && grep -q "vt_precision_cuda_compare" "$build/build.ninja"; then
   cmake --build "$build" -j "$jobs" --target vt_precision_cuda_compare
 fi
 cp /tmp/vt-gpu-env.sh "$build/env.sh"

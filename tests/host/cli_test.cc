@@ -118,3 +118,25 @@ TEST_CASE("-l requires a module into a global", "[cli]") {
   auto r = RunProcess({VTRUN_BINARY, "-l", "vt.pretty", "-e", "print(type(vt.pretty.format))"});
   CHECK(r.out == "function\n");
 }
+
+TEST_CASE("a crash of vtrun reports the signal, the caller and the Lua lines, and dies of it",
+          "[cli]") {
+  // LuaJIT's FFI can call any address: here a null function pointer, as a broken library would.
+  TempDir dir;
+  std::string script = WriteFile(dir.path() + "/crash.lua",
+                                 "local ffi = require('ffi')\n"
+                                 "local function boom()\n"
+                                 "  ffi.cast('void (*)(void)', 0)()\n"
+                                 "end\n"
+                                 "boom()\n");
+  auto r = RunProcess({VTRUN_BINARY, script});
+  INFO(r.err);
+  CHECK(r.exit_code == -1);
+  CHECK(r.signal == SIGSEGV);
+  CHECK_THAT(r.err, Contains("vtrun: crashed: signal 11"));
+  CHECK_THAT(r.err, Contains("  pc 0x0\n"));
+  CHECK_THAT(r.err, Contains("top of stack"));
+  CHECK_THAT(r.err, Contains("  lua:\n"));
+  CHECK_THAT(r.err, Contains("crash.lua:3\n"));
+  CHECK_THAT(r.err, Contains("crash.lua:5\n"));
+}
