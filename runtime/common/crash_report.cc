@@ -36,12 +36,13 @@ void WriteAddress(const char* label, uintptr_t address) {
   if (address != 0 && dladdr(reinterpret_cast<void*>(address), &info) != 0) {
     const char* object = info.dli_fname != nullptr ? info.dli_fname : "?";
     if (info.dli_sname != nullptr) {
-      std::snprintf(line, sizeof line, "%s0x%zx %s (%s+0x%zx)\n", label, static_cast<size_t>(address),
-                    object, info.dli_sname,
+      std::snprintf(line, sizeof line, "%s0x%zx %s (%s+0x%zx)\n", label,
+                    static_cast<size_t>(address), object, info.dli_sname,
                     static_cast<size_t>(address - reinterpret_cast<uintptr_t>(info.dli_saddr)));
     } else {
       std::snprintf(line, sizeof line, "%s0x%zx %s+0x%zx\n", label, static_cast<size_t>(address),
-                    object, static_cast<size_t>(address - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+                    object,
+                    static_cast<size_t>(address - reinterpret_cast<uintptr_t>(info.dli_fbase)));
     }
   } else {
     std::snprintf(line, sizeof line, "%s0x%zx\n", label, static_cast<size_t>(address));
@@ -88,7 +89,7 @@ void InstallCrashReport() {
   static std::once_flag once;
   std::call_once(once, [] {
     void* warm[1];
-    backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+    backtrace(warm, 1);            // loads libgcc's unwinder now, not inside the handler
     static char stack[64 * 1024];  // a stack overflow still gets its report
     stack_t alt{};
     alt.ss_sp = stack;

@@ -43,21 +43,6 @@ if [[ -x build-gpu/vt_precision_cuda_compare ]]; then
 fi
 $vtrun -e 'for _, p in ipairs(vt.profiles()) do print(p.name, p.available, p.unavailable or "") end' 2>&1 | tee -a "$out/build.log"
 
-# CALIBRATE_PROBE=1: also runs the calibration worker alone (GPT, native/splitk4/cuda), its
-# stderr and exit status kept in calibrate.txt, under cuda-gdb for a backtrace if it fails.
-if [[ ${CALIBRATE_PROBE:-0} == 1 ]]; then
-  (
-    probe=(build-gpu/vtrun --profile native scripts/verify/pairs_worker.lua calibrate /tmp/probe.json gpt 200
-           native,splitk4,cuda)
-    "${probe[@]}" > "$out/calibrate.txt" 2>&1
-    rc=$?
-    echo "exit $rc" >> "$out/calibrate.txt"
-    if [[ $rc != 0 ]] && command -v cuda-gdb >/dev/null; then
-      cuda-gdb -batch -ex run -ex bt -ex "info threads" --args "${probe[@]}" >> "$out/calibrate.txt" 2>&1
-    fi
-  ) &
-fi
-
 work=/tmp/vt-gpu-runs
 rm -rf "$work"
 mkdir -p "$work"
