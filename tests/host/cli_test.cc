@@ -132,6 +132,12 @@ TEST_CASE("a crash of vtrun reports the signal, the caller and the Lua lines, an
   auto r = RunProcess({VTRUN_BINARY, script});
   INFO(r.err);
   CHECK(r.exit_code == -1);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's own SEGV handler was there first: the report leaves it in place.
+  CHECK_THAT(r.err, Contains("AddressSanitizer: SEGV"));
+  CHECK_THAT(r.err, !Contains("vtrun: crashed"));
+  return;
+#endif
   CHECK(r.signal == SIGSEGV);
   CHECK_THAT(r.err, Contains("vtrun: crashed: signal 11"));
   CHECK_THAT(r.err, Contains("  pc 0x0\n"));
