@@ -3,6 +3,7 @@
 #include <luajit.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@ namespace {
 constexpr const char* kProgram = "vtrun";
 
 lua_State* g_crash_state = nullptr;             // the state whose Lua stack a crash report shows
+pid_t g_crash_state_thread = 0;                 // the thread that runs it
 lua_State* g_interruptible = nullptr;           // the state a Ctrl-C should interrupt, if any
 volatile sig_atomic_t g_interrupt_pending = 0;  // Ctrl-C seen, not yet consumed
 volatile sig_atomic_t g_interrupt_checked = 0;  // InterruptChecks alive: Ctrl-C only asks to stop
@@ -63,6 +65,15 @@ void OnInterrupt(int) {
 void WriteLuaStack() {
   lua_State* L = g_crash_state;
   if (L == nullptr) return;
+  if (static_cast<pid_t>(syscall(SYS_gettid)) != g_crash_state_thread) {
+    // Another thread (a LibTorch worker) crashed while the Lua thread runs on: its stack
+    // would be read mid-update.
+    static const char kNote[] =
+        "  lua: (the crash was not on the Lua thread; its stack is not read)\n";
+    ssize_t ignored = write(STDERR_FILENO, kNote, sizeof kNote - 1);
+    (void)ignored;
+    return;
+  }
   lua_Debug ar;
   char line[400];
   bool any = false;
@@ -503,6 +514,7 @@ int HostMain(int argc, char** argv) {
     ActivateProfile(CurrentProfile());
     L = NewHostState();
     g_crash_state = L;
+    g_crash_state_thread = static_cast<pid_t>(syscall(SYS_gettid));
     SetCrashReportExtra(WriteLuaStack);
     if (cl.in_group && cl.group.world > 1) DefaultGroup() = dist::Group::Connect(cl.group);
   } catch (const std::exception& e) {

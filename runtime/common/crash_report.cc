@@ -64,7 +64,11 @@ void OnFatalSignal(int sig, siginfo_t* info, void* context) {
     const auto sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
     WriteAddress("  pc ", pc);
     // After a call to an address that cannot run, the return address is on top of the stack.
-    if (sp != 0 && sp % sizeof(uintptr_t) == 0) {
+    // A fault next to the stack pointer is a stack overflow: its top cannot be read.
+    const auto fault = reinterpret_cast<uintptr_t>(info != nullptr ? info->si_addr : nullptr);
+    const bool overflow = sig == SIGSEGV && fault + 65536 > sp && fault < sp + 65536;
+    if (overflow) Write("  (the fault is at the stack pointer: a stack overflow?)\n");
+    if (!overflow && sp != 0 && sp % sizeof(uintptr_t) == 0) {
       WriteAddress("  top of stack (return address of a bad call?) ",
                    *reinterpret_cast<const uintptr_t*>(sp));
     }

@@ -44,7 +44,26 @@ __attribute__((noinline)) void CallThroughNull() {
   asm volatile("");  // keeps the call a call, not a tail jump
 }
 
+// Deep enough to overflow any stack (the depth test only keeps the compiler from calling it
+// infinite recursion).
+__attribute__((noinline)) int Recurse(int depth) {
+  volatile char pad[4096];
+  pad[0] = static_cast<char>(depth);
+  return depth < 0 ? 0 : Recurse(depth + 1) + pad[0];
+}
+
 }  // namespace
+
+TEST_CASE("crash report: a stack overflow is reported from its own stack", "[host]") {
+  int status = 0;
+  const std::string report = CrashChild([] { Recurse(1); }, &status);
+  INFO(report);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGSEGV);
+  CHECK(report.find("vtrun: crashed: signal 11") != std::string::npos);
+  CHECK(report.find("a stack overflow?") != std::string::npos);
+  CHECK(report.find("frames:") != std::string::npos);
+}
 
 TEST_CASE("crash report: a call through a null pointer names the signal and its caller", "[host]") {
   int status = 0;
