@@ -519,6 +519,8 @@ int HostMain(int argc, char** argv) {
     if (cl.in_group && cl.group.world > 1) DefaultGroup() = dist::Group::Connect(cl.group);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+    SetCrashReportExtra(nullptr);  // the report must not read a closed state
+    g_crash_state = nullptr;
     if (L != nullptr) lua_close(L);
     return 1;
   }
