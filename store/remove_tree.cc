@@ -1,12 +1,10 @@
 #include "store/remove_tree.h"
 
-#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 
 namespace vt {
 namespace {

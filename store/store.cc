@@ -15,7 +15,9 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -148,6 +150,38 @@ void CheckTableFiles(rocksdb::DB* db, const rocksdb::DBOptions& db_options,
   if (s.IsCorruption()) throw Error("store '" + path + "' is corrupt: " + s.ToString());
 }
 
+// Opens `path` as a RocksDB secondary instance (a reader beside a possible writer). It needs a
+// directory for its info log; with the null logger nothing is written there, so a scratch
+// directory is made and removed right after opening: a killed reader leaves nothing behind.
+// A writer may delete a file the reader is about to open (compaction, WAL recycling); that
+// race is transient, so a failed open is retried a few times.
+rocksdb::Status OpenSecondary(const rocksdb::DBOptions& db_options, const std::string& path,
+                              const std::vector<rocksdb::ColumnFamilyDescriptor>& cfds,
+                              std::vector<rocksdb::ColumnFamilyHandle*>* cfs, rocksdb::DB** db) {
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) {
+    const char* env = std::getenv("TMPDIR");
+    throw Error("a store reader needs a temporary directory, and there is none (TMPDIR=" +
+                std::string(env != nullptr ? env : "(unset)") + ": " + ec.message() +
+                "); set TMPDIR to a writable directory");
+  }
+  std::string scratch = (tmp / "vtstore-reader-XXXXXX").string();
+  if (mkdtemp(scratch.data()) == nullptr) {
+    throw Error("cannot create a temporary directory for a store reader in " + tmp.string() + ": " +
+                std::strerror(errno) + " (set TMPDIR to a writable directory)");
+  }
+  rocksdb::Status s;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    s = rocksdb::DB::OpenAsSecondary(db_options, path, scratch, cfds, cfs, db);
+    if (s.ok()) break;
+    cfs->clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
+  }
+  RemoveTree(scratch, ec);
+  return s;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
@@ -274,23 +308,7 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
 
   rocksdb::DB* raw = nullptr;
   if (options.read_only) {
-    // A secondary instance needs a directory for its info log; with the null logger nothing
-    // is written there, so the scratch directory is removed right after opening and a
-    // killed reader leaves nothing behind.
-    std::string scratch = (fs::temp_directory_path() / "vtstore-reader-XXXXXX").string();
-    if (mkdtemp(scratch.data()) == nullptr) {
-      throw Error("cannot create a temporary directory for a store reader");
-    }
-    rocksdb::Status s;
-    // A writer may delete a file the reader is about to open (compaction, WAL recycling);
-    // that race is transient, so retry a few times.
-    for (int attempt = 0; attempt < 5; ++attempt) {
-      s = rocksdb::DB::OpenAsSecondary(db, path, scratch, cfds, &h->cfs, &raw);
-      if (s.ok()) break;
-      h->cfs.clear();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
-    }
-    RemoveTree(scratch, ec);
+    rocksdb::Status s = OpenSecondary(db, path, cfds, &h->cfs, &raw);
     if (!s.ok()) throw Error("cannot open store '" + path + "' for reading: " + s.ToString());
   } else {
     // Claimed before RocksDB's LOCK file, which cannot tell this process's writers apart.
@@ -429,20 +447,9 @@ void Store::Refresh() {
 void Store::ReopenReader() {
   rocksdb::DBOptions db_options = h_->db_options;
   std::vector<rocksdb::ColumnFamilyDescriptor> cfds = h_->cfds;
-  std::error_code ec;
-  std::string scratch = (fs::temp_directory_path() / "vtstore-reader-XXXXXX").string();
-  if (mkdtemp(scratch.data()) == nullptr)
-    throw Error("cannot create a temporary directory for a store reader");
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    s = rocksdb::DB::OpenAsSecondary(db_options, path_, scratch, cfds, &cfs, &raw);
-    if (s.ok()) break;
-    cfs.clear();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 * (attempt + 1)));
-  }
-  RemoveTree(scratch, ec);
+  rocksdb::Status s = OpenSecondary(db_options, path_, cfds, &cfs, &raw);
   if (!s.ok()) throw Error("cannot reopen store '" + path_ + "' for reading: " + s.ToString());
   auto fresh = std::make_unique<Handles>();
   fresh->db = raw;

@@ -167,13 +167,15 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       at::Tensor part = vt::Matmul(g2d, cols.t());
       gw = gw.defined() ? gw + part : part;
       at::Tensor gcols = vt::Matmul(w2d_t, g2d);  // [C*kh*kw, n_c*L]
-      at::Tensor part_gx =
-          vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding);
-      if (one_chunk) {
-        gx = part_gx;
-      } else {
-        gx.narrow(0, first, count).copy_(part_gx);
-      }
+      // A chunk's result [count, C, H, W] goes to its images of `all` (or is `all`).
+      auto place = [&](at::Tensor& all, at::Tensor part) {
+        if (one_chunk) {
+          all = std::move(part);
+        } else {
+          all.narrow(0, first, count).copy_(part);
+        }
+      };
+      place(gx, vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
       if (has_bias) {
         at::Tensor bpart = vt::Sum(g2d, {1});
         gb = gb.defined() ? gb + bpart : bpart;
@@ -181,13 +183,8 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       if (magnitudes) {
         at::NoGradGuard no_grad;
         // Col2Im of w_cols (x) ||g2d_:,p|| [R, n_c*L], without the product.
-        at::Tensor part_m = vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2),
-                                            x.size(3), kh, kw, stride, padding);
-        if (one_chunk) {
-          m_gx = part_m;
-        } else {
-          m_gx.narrow(0, first, count).copy_(part_m);
-        }
+        place(m_gx, vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2), x.size(3),
+                                    kh, kw, stride, padding));
         at::Tensor m_part = RowNorms(g2d) * RowNorms(cols).t();  // [O, R]
         m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
         if (has_bias) {

@@ -131,6 +131,8 @@ root() { grep -m1 "^RESULT root=" "$w/$1.out" | cut -d= -f2; }
       as=$(grep -m1 "^RESULT seconds=" "$w/$m-$pair.out" | cut -d= -f2)
       verdict=DIFFER
       [[ -n $t && $a == "$t" && $ill == 0 ]] && verdict="equal root"
+      [[ -z $t ]] && verdict="NO RESULT: the trainer failed (runs.txt, $w/$trainer.out)"
+      [[ -n $t && -z $a ]] && verdict="NO RESULT: the auditor failed (runs.txt, $w/$m-$pair.out)"
       echo "$m ${pair//-by-/ audited on }: $verdict (trainer ${t:0:16} ${ts}s, auditor ${a:0:16} ${as}s," \
            "corrections $cor, illegitimate $ill)"
     done

@@ -326,6 +326,21 @@ s:test("closed stores, readers, and open errors", function()
   T.assert_error(function() store.runs(42) end, "vt.Store expected")
 end)
 
+s:test("a reader without a temporary directory says to set TMPDIR", function()
+  local dir = fresh_dir()
+  vt.store.open(dir):close()
+  local script = "vt.store.open('" .. dir .. "', {read_only = true})"
+  local p = vt.process.spawn({"sh", "-c", 'exec "$0" "$@" 2>&1', vt.executable(), "-e", script},
+                             {env = {"TMPDIR=" .. dir .. "/no-such-directory"}})
+  local out = {}
+  for line in function() return p:receive(60) end do out[#out + 1] = line end
+  T.assert_eq(p:wait(60), 1)
+  local text = table.concat(out, "\n")
+  T.assert_true(text:find("a store reader needs a temporary directory, and there is none (TMPDIR=" .. dir ..
+                          "/no-such-directory", 1, true), text)
+  T.assert_true(text:find("set TMPDIR to a writable directory", 1, true), text)
+end)
+
 local passed, failed = T.run{exit = false}
 os.execute("rm -rf '" .. tmp_root .. "'")
 os.exit(failed == 0 and 0 or 1)
