@@ -1,9 +1,10 @@
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and final XOR
 // 0xFFFFFFFF), the record checksum of the store's envelope (store/FORMAT.md).
 //
-// Uses the SSE4.2 crc32 instruction when the CPU has it and a table implementation
-// otherwise; both give identical results. CRC-32C detects every error burst of up to 32
-// bits, so any single flipped byte in a record is always detected. Thread-safe.
+// Long inputs are folded with carry-less multiplication where the CPU has it (VPCLMULQDQ on
+// 512-bit registers, AVX-512), other inputs use the SSE4.2 crc32 instruction, and CPUs
+// without SSE4.2 a table implementation; all give identical results. CRC-32C detects every error
+// burst of up to 32 bits, so any single flipped byte in a record is always detected. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -32,5 +33,27 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes);
 
 // True if Crc32cExtend uses the SSE4.2 instruction on this CPU.
 bool Crc32cHardware();
+
+// The implementations behind Crc32cExtend, slowest first. Crc32cExtend uses the fastest one
+// the CPU supports, chosen once.
+enum class Crc32cPath {
+  kTable,          // Crc32cExtendPortable
+  kSse42,          // crc32 instruction, three interleaved streams
+  kVpclmulAvx512,  // VPCLMULQDQ folding of 4 x 512 bits (AVX-512), from 256 bytes
+};
+
+// "table", "sse4.2" or "vpclmulqdq-avx512".
+const char* Crc32cPathName(Crc32cPath path);
+
+// The path Crc32cExtend uses on this CPU, and its name (for benchmarks and logs).
+Crc32cPath Crc32cActivePath();
+inline const char* Crc32cActivePathName() { return Crc32cPathName(Crc32cActivePath()); }
+
+// Whether this CPU (and OS) can run `path`.
+bool Crc32cPathSupported(Crc32cPath path);
+
+// Crc32cExtend through `path`, so that tests can check every path this CPU supports and
+// benchmarks can compare them. An unsupported path runs the table implementation instead.
+uint32_t Crc32cExtendWith(Crc32cPath path, uint32_t crc, const void* data, size_t bytes);
 
 }  // namespace vt::store
