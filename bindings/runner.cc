@@ -195,6 +195,7 @@ int AuditorNew(lua_State* L) {
     };
   } else if (logs) {
     source = train::StoreRecords(logs, logs_run);
+    o.read_ahead = train::RunnerOptions::Background::kAuto;  // a store's may be read early
   } else {
     source = [](int64_t) -> std::vector<store::LogRecord> {
       throw Error("this rank reads no logs (rank 0 does)");

@@ -263,7 +263,9 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
     case Mode::kRounded:
       return round(nullptr).view(x.sizes());
     case Mode::kLog: {
-      precision::LogRecord& record = (*log_)[{boundary, call}];
+      const RecordKey key{boundary, call};
+      if (sink_ != nullptr) sink_->WillWrite(key);
+      precision::LogRecord& record = (*log_)[key];
       // An exact boundary (calibrated: no divergence between machines) rounds to nearest,
       // ties to even, and logs nothing, so ties are not steerable either.
       const bool exact_boundary = w.band == 0.0 && w.alpha == 0.0;
@@ -278,6 +280,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       s.logged += record.counts().logged();
       s.exact += record.counts().exact;
       s.steerable += steerable;
+      if (sink_ != nullptr) sink_->Written(key, record);
       Trace(boundary, call, rounded);
       return rounded.view(x.sizes());
     }

@@ -147,6 +147,18 @@ std::string EncodeTrace(const StepTrace& trace);
 StepTrace DecodeTrace(const std::string& bytes);
 constexpr const char* kTraceBoundary = "~trace";
 
+// Told of each log record as the logging step finishes writing it, so that the record can be
+// encoded while the step goes on (train/record_encoder.h). The record is not written again
+// in the step unless WillWrite is called for its key first.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // Before the record at `key` is (re)written: must not return while the record is read.
+  virtual void WillWrite(const RecordKey& key) = 0;
+  // The record at `key` is final for this step (it stays where it is until the step ends).
+  virtual void Written(const RecordKey& key, const precision::LogRecord& record) = 0;
+};
+
 class StepContext {
  public:
   // `windows` must outlive the context. `log` is where kLog writes records and where
@@ -230,6 +242,9 @@ class StepContext {
   int64_t log_mismatches() const { return log_mismatches_; }
   const std::string& first_log_mismatch() const { return first_log_mismatch_; }
 
+  // Logging: told of every record as it is written (null: none, the default).
+  void set_record_sink(RecordSink* sink) { sink_ = sink; }
+
   // Logging, for the game's cheating scenarios only (train/deviation.h): from now on in this
   // step, roundings are tampered with as `tamper` says; stats().steered counts the values.
   void set_tamper(Tamper tamper) { tamper_ = std::move(tamper); }
@@ -288,6 +303,7 @@ class StepContext {
   int64_t log_mismatches_ = 0;
   std::string first_log_mismatch_;
   Tamper tamper_;
+  RecordSink* sink_ = nullptr;
   double boundary_seconds_ = 0.0;
   std::map<RecordKey, at::Tensor>* capture_ = nullptr;
   unsigned capture_kinds_ = 0xF;

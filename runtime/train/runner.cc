@@ -50,6 +50,11 @@ Encoded EncodeRecordsOf(const nn::StepLog& log, Keep keep) {
 
 }  // namespace
 
+bool UseBackground(RunnerOptions::Background choice) {
+  using B = RunnerOptions::Background;
+  return choice == B::kOn || (choice == B::kAuto && RecordEncoder::Helps());
+}
+
 void StepReport::AddCounts(const StepReport& o) {
   elements += o.elements;
   logged += o.logged;
@@ -249,6 +254,15 @@ StepReport Runner::Step() {
   Encoded prepared = PrepareStep(step, &log);
   times.prepare = since(phase);
   nn::StepContext context(mode_, &windows_, step, &log);
+  // A logging step without a group encodes its records as they are written when a core is
+  // idle (record_encoder.h); a step that failed before may have left some queued.
+  if (encoder_) encoder_->Reset();
+  encoding_ahead_ =
+      mode_ == nn::Mode::kLog && !options_.group && UseBackground(options_.encode_ahead);
+  if (encoding_ahead_) {
+    if (!encoder_) encoder_ = std::make_unique<RecordEncoder>();
+    context.set_record_sink(encoder_.get());
+  }
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
   std::map<nn::RecordKey, at::Tensor> captured;
   if (options_.capture_kinds != 0) context.set_capture(&captured, options_.capture_kinds);
@@ -347,7 +361,19 @@ Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::S
                             Encoded) {
   if (mode_ != nn::Mode::kLog) return {};
   if (!options_.group) {
-    Encoded out = EncodeRecordsOf(log, [](const nn::RecordKey&) { return true; });
+    Encoded out;
+    if (encoding_ahead_) {
+      // Every record the step wrote was queued; the log holds no others (StepContext::Finish).
+      std::map<nn::RecordKey, std::string> ahead = encoder_->Take();
+      out.reserve(log.size() + 1);
+      for (const auto& [key, record] : log) {
+        auto it = ahead.find(key);
+        out.emplace_back(key,
+                         it != ahead.end() ? std::move(it->second) : precision::EncodeLog(record));
+      }
+    } else {
+      out = EncodeRecordsOf(log, [](const nn::RecordKey&) { return true; });
+    }
     out.emplace_back(nn::RecordKey{nn::kTraceBoundary, 0}, nn::EncodeTrace(context.trace()));
     return out;
   }
@@ -417,7 +443,18 @@ Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   std::vector<store::LogRecord> records;
   if (!options_.group) {
-    records = records_(step);
+    if (ahead_job_.valid()) {
+      ahead_job_.get();  // the job keeps its failures in ahead_
+      if (ahead_.step == step && ahead_.read_error.empty()) {
+        std::swap(*log, ahead_.log);  // the step's old buffers are the next read-ahead's
+        Encoded encoded = FinishDecoding(step, std::move(ahead_.records), ahead_.errors);
+        StartReadAhead(step + 1);
+        return encoded;
+      }
+    }
+    Encoded encoded = DecodeAuditorRecords(step, records_(step), log);
+    StartReadAhead(step + 1);
+    return encoded;
   } else {
     // Rank 0 reads the trainer's records and sends each rank those of its shards, the
     // shared ones and the trace; it keeps them all to commit.
@@ -467,19 +504,20 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
     });
     return all;
   }
-  return DecodeAuditorRecords(step, std::move(records), log);
 }
 
-Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
-                                      nn::StepLog* log) {
-  Encoded encoded;
-  // The previous step's records are decoded over (their buffers reused); drop the others.
+namespace {
+
+// Decodes `records` into `log` (the previous step's buffers reused, other entries dropped):
+// on LibTorch's threads, or on the calling thread alone (`parallel` false: a background
+// thread beside the step's). Returns each record's decoding error ("" if none).
+std::vector<std::string> DecodeRecordsInto(const std::vector<store::LogRecord>& records,
+                                           nn::StepLog* log, bool parallel) {
   std::set<nn::RecordKey> keys;
   for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});
   for (auto it = log->begin(); it != log->end();)
     it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
-  // The log records are decoded on LibTorch's threads into entries made here, in order; the
-  // first record (in the trainer's order) that fails is the one reported.
+  // Entries are made here, in order, and filled independently.
   const size_t n = records.size();
   std::vector<precision::LogRecord*> targets(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
@@ -487,7 +525,7 @@ Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord
       targets[i] = &(*log)[{records[i].boundary, static_cast<int32_t>(records[i].call)}];
   }
   std::vector<std::string> errors(n);
-  at::parallel_for(0, static_cast<int64_t>(n), 1, [&](int64_t begin, int64_t end) {
+  auto decode = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (targets[i] == nullptr) continue;
       try {
@@ -496,7 +534,43 @@ Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord
         errors[i] = e.what()[0] != '\0' ? e.what() : "the record could not be decoded";
       }
     }
+  };
+  if (parallel) {
+    at::parallel_for(0, static_cast<int64_t>(n), 1, decode);
+  } else {
+    decode(0, static_cast<int64_t>(n));
+  }
+  return errors;
+}
+
+}  // namespace
+
+void Auditor::StartReadAhead(int64_t step) {
+  if (options_.group || step > spec_.steps() || !UseBackground(options_.read_ahead)) return;
+  ahead_.step = step;
+  ahead_.read_error.clear();
+  ahead_job_ = std::async(std::launch::async, [this, step] {
+    try {
+      ahead_.records = records_(step);
+    } catch (const std::exception& e) {
+      ahead_.read_error = e.what()[0] != '\0' ? e.what() : "the records could not be read";
+      return;
+    }
+    ahead_.errors = DecodeRecordsInto(ahead_.records, &ahead_.log, /*parallel=*/false);
   });
+}
+
+Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
+                                      nn::StepLog* log) {
+  // The first record (in the trainer's order) that fails is the one reported.
+  const std::vector<std::string> errors = DecodeRecordsInto(records, log, /*parallel=*/true);
+  return FinishDecoding(step, std::move(records), errors);
+}
+
+Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> records,
+                                const std::vector<std::string>& errors) {
+  Encoded encoded;
+  const size_t n = records.size();
   for (size_t i = 0; i < n; ++i) {
     store::LogRecord& r = records[i];
     try {

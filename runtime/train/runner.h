@@ -23,6 +23,7 @@
 #pragma once
 
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/train/deviation.h"
+#include "runtime/train/record_encoder.h"
 #include "runtime/train/spec.h"
 #include "store/store.h"
 
@@ -61,7 +63,21 @@ struct RunnerOptions {
   // has a store (and, auditing, the trainer's records); the spec's shards must be a multiple
   // of the group's world size.
   std::shared_ptr<dist::Group> group;
+  // Work on a background thread beside the step: kAuto when a CPU is idle
+  // (RecordEncoder::Helps: LibTorch's threads fewer than the CPUs this process may use).
+  enum class Background { kAuto, kOff, kOn };
+  // Trainers without a group: encode the step's records as they are written
+  // (record_encoder.h); the records are the same bytes either way. Default: kAuto.
+  Background encode_ahead = Background::kAuto;
+  // Auditors without a group: read and decode the next step's records while a step computes.
+  // Only for a record source that may be called for a step before the auditor reaches it (a
+  // store's, StoreRecords); a source without records for that step yet is asked again when
+  // the step comes. Default: kOff (vt.auditor with a store's logs: kAuto).
+  Background read_ahead = Background::kOff;
 };
+
+// Whether `choice` runs work on a background thread now.
+bool UseBackground(RunnerOptions::Background choice);
 
 struct StepReport {
   int64_t step = 0;
@@ -144,6 +160,10 @@ class Runner {
   // Set by an auditor's PrepareStep: the trainer's trace of the step.
   nn::StepTrace expected_trace_;
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
+  // A logging step's records encoded while it computes (record_encoder.h); after step_log_,
+  // so that it stops reading the records before they are destroyed. Null until used.
+  std::unique_ptr<RecordEncoder> encoder_;
+  bool encoding_ahead_ = false;  // this step's records go to encoder_
   std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
   // Data parallelism, from the constructors: rank 0 runs `open` (OpenOrResume, or loading a
@@ -212,7 +232,23 @@ class Auditor : public Runner {
   // Decodes a step's records into `log` (and the trace); returns them encoded, to commit.
   std::vector<std::pair<nn::RecordKey, std::string>> DecodeAuditorRecords(
       int64_t step, std::vector<store::LogRecord> records, nn::StepLog* log);
+  // The trace and the first decoding error of records decoded by DecodeRecordsInto.
+  std::vector<std::pair<nn::RecordKey, std::string>> FinishDecoding(
+      int64_t step, std::vector<store::LogRecord> records, const std::vector<std::string>& errors);
+  // Reads and decodes the records of `step` on a background thread (RunnerOptions::read_ahead).
+  void StartReadAhead(int64_t step);
   RecordSource records_;
+  // What the background thread read: the step's records decoded into a log whose buffers
+  // are swapped with the step's, or why not (read_error: the source had none yet).
+  struct Ahead {
+    int64_t step = 0;
+    std::vector<store::LogRecord> records;
+    nn::StepLog log;
+    std::vector<std::string> errors;
+    std::string read_error;
+  };
+  Ahead ahead_;
+  std::future<void> ahead_job_;  // after ahead_: joined before ahead_ is destroyed
 };
 
 // The first leaf index at which two runs' stored leaves differ, or nullopt if every common

@@ -13,6 +13,10 @@
 --                                    [windows=paper,calibrated]
 -- GPT-2 small needs about 12 GB with windows=paper; calibrating it in one process (two
 -- profiles' runs and every boundary's values of a step) needs more than 24 GB.
+-- Each of vtrun's FP64 runners (plain, trainer, auditor) steps in turn with the LibTorch FP64
+-- baseline, one step each, and every ratio to it is of medians over the same stretch of time.
+-- "tr cpu s" is the trainer's CPU time per step over all threads (a trainer encodes its
+-- records on a background thread when a core is idle: with VTRUN_THREADS below the cores).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, then per model.
@@ -71,24 +75,42 @@ for name in a.models:gmatch("[^,]+") do
   models[#models + 1] = m
 end
 
--- Seconds per step over `steps` steps after one warm-up step.
-local function time_steps(runner)
-  runner:step()
-  local t0 = clock()
-  local bytes, logged, elements = 0, 0, 0
-  for _ = 1, steps do
-    local r = runner:step()
-    bytes, logged, elements = bytes + r.log_bytes, logged + r.logged, elements + r.elements
-  end
-  return (clock() - t0) / steps, bytes / steps, logged / steps, elements / steps
+local function median(t)
+  local c = {}
+  for i, v in ipairs(t) do c[i] = v end
+  table.sort(c)
+  local n = #c
+  return n % 2 == 1 and c[(n + 1) / 2] or (c[n / 2] + c[n / 2 + 1]) / 2
 end
 
--- Seconds per step of the LibTorch baseline, timed as time_steps times a runner.
-local function time_torch(baseline)
-  baseline:step()
-  local t0 = clock()
-  for _ = 1, steps do baseline:step() end
-  return (clock() - t0) / steps
+-- Seconds per step of `runner` (median over `steps` steps after one warm-up step) and its
+-- log bytes, logged entries and rounded values per step (means). With `torch64`, the
+-- LibTorch FP64 baseline takes a step after each of the runner's, and its median is returned
+-- too: each ratio is measured over the same stretch of time, so a drift in the machine's
+-- speed (other load, clock frequency) moves both sides. CPU seconds (all threads) per step
+-- of the runner, from os.clock: above its wall time when a background thread helps (a
+-- trainer encodes its records on an idle core, train/record_encoder.h).
+local function time_steps(runner, torch64)
+  runner:step()
+  if torch64 then torch64:step() end
+  local own, base = {}, {}
+  local bytes, logged, elements, cpu = 0, 0, 0, 0
+  for i = 1, steps do
+    local c0, t0 = os.clock(), clock()
+    local r = runner:step()
+    own[i] = clock() - t0
+    cpu = cpu + os.clock() - c0
+    if type(r) == "table" and r.log_bytes ~= nil then
+      bytes, logged, elements = bytes + r.log_bytes, logged + r.logged, elements + r.elements
+    end
+    if torch64 then
+      t0 = clock()
+      torch64:step()
+      base[i] = clock() - t0
+    end
+  end
+  return {s = median(own), torch64_s = torch64 and median(base), cpu_s = cpu / steps, bytes = bytes / steps,
+          logged = logged / steps, elements = elements / steps}
 end
 
 -- Windows: the paper's (band 1/4) and calibrated ones, measured by vt.calibrate over the
@@ -100,9 +122,9 @@ end
 
 local results = {}
 print(string.format("%d timed steps per arm after one warm-up step, profile %s, %d threads", steps, profile, vt.threads()))
-print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %12s %10s", "model", "window", "torch32 s",
-                    "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64", "tr/fp64", "au/fp64",
-                    "log B/step", "logged %"))
+print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s %12s %10s", "model", "window",
+                    "torch32 s", "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64",
+                    "tr/fp64", "au/fp64", "tr cpu s", "log B/step", "logged %"))
 for _, m in ipairs(models) do
   -- The run is two steps longer than what is timed, so no checkpoint falls in the timed
   -- window (checkpoint hashing is measured by scripts/bench/store.lua).
@@ -114,48 +136,59 @@ for _, m in ipairs(models) do
   local function plain(mode)
     return vt.trainer{spec = spec, data = m.data, mode = mode, profile = profile}
   end
-  local torch32 = time_torch(vt.torch_baseline{spec = spec, data = m.data, dtype = "float32"})
+  local torch32 = time_steps(vt.torch_baseline{spec = spec, data = m.data, dtype = "float32"}).s
   collectgarbage("collect")
-  local torch64 = time_torch(vt.torch_baseline{spec = spec, data = m.data, dtype = "float64"})
+  local fp32 = time_steps(plain("fp32")).s
   collectgarbage("collect")
   -- Each runner holds the model's state (GPT-2 small: about 4 GB in FP64 with AdamW's),
-  -- which Lua's collector does not see: collect it before the next arm.
-  local fp32 = time_steps(plain("fp32"))
+  -- which Lua's collector does not see: collect it before the next arm. The LibTorch FP64
+  -- baseline stays for the model's arms, stepping in turn with each.
+  local torch = vt.torch_baseline{spec = spec, data = m.data, dtype = "float64"}
+  local fp64_t = time_steps(plain("fp64"), torch)
   collectgarbage("collect")
-  local fp64 = time_steps(plain("fp64"))
-  collectgarbage("collect")
-  local row = {model = m.name, fp32_s = fp32, fp64_s = fp64, torch_fp32_s = torch32, torch_fp64_s = torch64,
-               fp64_over_torch_fp64 = fp64 / torch64, fp32_over_torch_fp32 = fp32 / torch32}
+  local fp64, torch64 = fp64_t.s, fp64_t.torch64_s
+  local torch64_all = {fp64_t.torch64_s}
+  local row = {model = m.name, fp32_s = fp32, fp64_s = fp64, torch_fp32_s = torch32,
+               fp64_over_torch_fp64 = fp64 / fp64_t.torch64_s, fp32_over_torch_fp32 = fp32 / torch32}
   for _, window in ipairs(windows) do
     local wspec = window == "paper" and spec or make_spec(calibrated_round(spec, m.data, m.calibration_passes))
     local dir = workdir .. "/" .. m.name .. "-" .. window
     local trainer = vt.trainer{spec = wspec, data = m.data, profile = profile, store = vt.store.open(dir .. "-t")}
-    local tr, bytes, logged, elements = time_steps(trainer)
+    local t = time_steps(trainer, torch)
     local auditor = vt.auditor{spec = wspec, data = m.data, logs = trainer, profile = profile,
                                store = vt.store.open(dir .. "-a")}
-    local au = time_steps(auditor)
+    trainer = nil  -- the auditor keeps the trainer's store; the model's memory can go
+    collectgarbage("collect")
+    local a = time_steps(auditor, torch)
+    local tr, au = t.s, a.s
     local prefix = window == "paper" and "" or "calibrated_"
-    row[prefix .. "trainer_over_torch_fp64"] = tr / torch64
-    row[prefix .. "auditor_over_torch_fp64"] = au / torch64
+    row[prefix .. "trainer_over_torch_fp64"] = tr / t.torch64_s
+    row[prefix .. "auditor_over_torch_fp64"] = au / a.torch64_s
     row[prefix .. "trainer_over_fp64"] = tr / fp64
     row[prefix .. "auditor_over_fp64"] = au / fp64
     row[prefix .. "trainer_over_fp32"] = tr / fp32
-    row[prefix .. "log_bytes_per_step"] = bytes
-    row[prefix .. "logged_fraction"] = logged / elements
-    row.rounded_per_step = elements
-    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %12.0f %9.4f%%", m.name,
-                        window, torch32, torch64, fp32, fp64, tr, au, tr / torch64, au / torch64, tr / fp64, au / fp64,
-                        bytes, 100 * logged / elements))
-    trainer, auditor = nil, nil
+    row[prefix .. "trainer_cpu_s"] = t.cpu_s
+    row[prefix .. "log_bytes_per_step"] = t.bytes
+    row[prefix .. "logged_fraction"] = t.logged / t.elements
+    row.rounded_per_step = t.elements
+    torch64_all[#torch64_all + 1] = t.torch64_s
+    torch64_all[#torch64_all + 1] = a.torch64_s
+    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %9.3f %12.0f %9.4f%%",
+                        m.name, window, torch32, median(torch64_all), fp32, fp64, tr, au, tr / t.torch64_s,
+                        au / a.torch64_s, tr / fp64, au / fp64, t.cpu_s, t.bytes, 100 * t.logged / t.elements))
+    auditor = nil
     collectgarbage("collect")
   end
+  row.torch_fp64_s = median(torch64_all)
+  torch, torch64 = nil, nil
+  collectgarbage("collect")
   results[#results + 1] = row
 end
 vt.fs.remove(workdir)
 
 local function json_number(v) return string.format("%.6g", v) end
 local keys = {"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
-              "trainer_over_fp32", "log_bytes_per_step", "logged_fraction"}
+              "trainer_over_fp32", "trainer_cpu_s", "log_bytes_per_step", "logged_fraction"}
 local parts = {}
 local function worst_of(key)
   local worst

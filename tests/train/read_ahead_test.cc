@@ -1,0 +1,150 @@
+// An auditor that reads and decodes the next step's records on a background thread
+// (RunnerOptions::read_ahead): the same replay, reports and root as one that reads each step
+// when it comes, whether the trainer finished first or steps in turn with it (the record
+// source has no records for the next step yet), and the same error for a bad record.
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "runtime/data/sources.h"
+#include "runtime/train/runner.h"
+#include "tests/support/subprocess.h"
+
+using vt::train::Auditor;
+using vt::train::RunnerOptions;
+using vt::train::Trainer;
+
+namespace {
+
+std::shared_ptr<vt::data::Dataset> Data() {
+  vt::data::SyntheticOptions o;
+  o.size = 200;
+  o.input_shape = {20};
+  o.classes = 4;
+  o.seed = 8;
+  return vt::data::Synthetic(o);
+}
+
+vt::train::Spec MakeSpec() {
+  vt::nn::MlpConfig mc;
+  mc.input_shape = {20};
+  mc.hidden = {24};
+  mc.classes = 4;
+  auto model = vt::nn::MakeMlp(mc, 2);
+  vt::optim::OptimizerConfig oc;
+  oc.lr = 0.05;
+  oc.momentum = 0.9;
+  vt::nn::WindowTable windows;
+  return vt::train::Spec::FromFields(
+      vt::train::Spec::Fields(*model, *Data(), oc, windows, 16, 8, 1, 3));
+}
+
+RunnerOptions Options(const std::string& dir, RunnerOptions::Background read_ahead) {
+  RunnerOptions o;
+  o.data = Data();
+  o.store = vt::store::Store::Open(dir);
+  o.profile = "splitk4";  // another profile than the trainer's
+  o.read_ahead = read_ahead;
+  return o;
+}
+
+struct Replay {
+  std::vector<int64_t> corrections, logged;
+  vt::store::Digest root;
+};
+
+Replay Audit(Auditor& auditor) {
+  Replay r;
+  while (!auditor.done()) {
+    const vt::train::StepReport report = auditor.Step();
+    CHECK(report.illegitimate == 0);
+    CHECK(report.log_mismatches == 0);
+    r.corrections.push_back(report.corrections);
+    r.logged.push_back(report.logged);
+  }
+  r.root = auditor.Root();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("an auditor reading ahead replays as one reading each step when it comes",
+          "[read_ahead][runner]") {
+  using B = RunnerOptions::Background;
+  vt::testing::TempDir dir;
+  const vt::train::Spec spec = MakeSpec();
+  RunnerOptions to;
+  to.data = Data();
+  to.store = vt::store::Store::Open(dir.path() + "/t");
+  Trainer trainer(spec, to);
+  while (!trainer.done()) trainer.Step();
+  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+
+  // Which steps the source was asked for on another thread than the auditor's.
+  std::set<int64_t> elsewhere;
+  std::mutex mu;
+  const std::thread::id main = std::this_thread::get_id();
+  auto watched = [&](int64_t step) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (std::this_thread::get_id() != main) elsewhere.insert(step);
+    }
+    return source(step);
+  };
+  Auditor plain(spec, Options(dir.path() + "/plain", B::kOff), watched);
+  const Replay a = Audit(plain);
+  CHECK(elsewhere.empty());
+  Auditor ahead(spec, Options(dir.path() + "/ahead", B::kOn), watched);
+  const Replay b = Audit(ahead);
+  CHECK(elsewhere == std::set<int64_t>{2, 3, 4, 5, 6, 7, 8});  // each read ahead of its step
+  CHECK(a.root == trainer.Root());
+  CHECK(b.root == trainer.Root());
+  CHECK(a.corrections == b.corrections);
+  CHECK(a.logged == b.logged);
+  int64_t logged = 0;
+  for (int64_t n : a.logged) logged += n;
+  CHECK(logged > 0);  // the records were applied
+
+  SECTION("in turn with the trainer: the next step's records are not written yet") {
+    RunnerOptions t2 = to;
+    t2.store = vt::store::Store::Open(dir.path() + "/t2");
+    Trainer second(spec, t2);
+    Auditor follower(spec, Options(dir.path() + "/follower", B::kOn),
+                     vt::train::StoreRecords(second.options().store, "run"));
+    std::vector<int64_t> corrections_in_turn;
+    while (!second.done()) {
+      second.Step();
+      corrections_in_turn.push_back(follower.Step().corrections);
+    }
+    CHECK(corrections_in_turn == a.corrections);
+    CHECK(follower.Root() == trainer.Root());
+  }
+
+  SECTION("a record that does not decode fails its step with the same error") {
+    auto garbled = [source](int64_t step) {
+      auto records = source(step);
+      if (step == 5) {
+        for (auto& r : records) {
+          if (r.boundary == "fc0:fwd") r.value = "\x07not a record";
+        }
+      }
+      return records;
+    };
+    auto failure = [&](B read_ahead, const std::string& name) {
+      Auditor auditor(spec, Options(dir.path() + "/" + name, read_ahead), garbled);
+      for (int s = 1; s <= 4; ++s) auditor.Step();
+      try {
+        auditor.Step();
+      } catch (const std::exception& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    };
+    const std::string without = failure(B::kOff, "g1");
+    CHECK_THAT(without, Catch::Matchers::Contains("step 5, record 'fc0:fwd' call 0"));
+    CHECK(failure(B::kOn, "g2") == without);
+  }
+}
