@@ -441,7 +441,6 @@ Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
 }
 
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
-  std::vector<store::LogRecord> records;
   if (!options_.group) {
     if (ahead_job_.valid()) {
       ahead_job_.get();  // the job keeps its failures in ahead_
@@ -458,6 +457,7 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   } else {
     // Rank 0 reads the trainer's records and sends each rank those of its shards, the
     // shared ones and the trace; it keeps them all to commit.
+    std::vector<store::LogRecord> records;
     dist::Group& g = *options_.group;
     std::vector<std::string> parts(static_cast<size_t>(g.world()));
     Encoded all;
