@@ -125,9 +125,9 @@ __attribute__((target("sse4.2"))) inline uint64_t HardwareTail(uint64_t c, const
   return c;
 }
 
-// The three-stream loop and the rest; `c` is the raw register (the CRC inverted).
-__attribute__((target("sse4.2"))) uint64_t HardwareRegister(uint64_t c, const uint8_t* p,
-                                                            size_t n) {
+__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const uint8_t* p,
+                                                          size_t n) {
+  uint64_t c = ~crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
     --n;
@@ -148,12 +148,7 @@ __attribute__((target("sse4.2"))) uint64_t HardwareRegister(uint64_t c, const ui
       n -= 3 * kShort;
     }
   }
-  return HardwareTail(c, p, n);
-}
-
-__attribute__((target("sse4.2"))) uint32_t ExtendHardware(uint32_t crc, const uint8_t* p,
-                                                          size_t n) {
-  return ~static_cast<uint32_t>(HardwareRegister(~crc, p, n));
+  return ~static_cast<uint32_t>(HardwareTail(c, p, n));
 }
 
 // Folding with carry-less multiplication. Bits here are reflected like the CRC's: byte 0,
@@ -357,8 +352,6 @@ Crc32cPath Crc32cActivePath() {
 bool Crc32cPathSupported(Crc32cPath path) {
   return static_cast<int>(path) <= static_cast<int>(Crc32cActivePath());
 }
-
-bool Crc32cHardware() { return Crc32cActivePath() != Crc32cPath::kTable; }
 
 namespace {
 

@@ -31,9 +31,6 @@ uint32_t Crc32cAppendBlock(uint32_t crc_a, uint32_t crc_block);
 // The table implementation, whatever the CPU (tests compare it with the dispatched one).
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t bytes);
 
-// True if Crc32cExtend uses the SSE4.2 instruction on this CPU.
-bool Crc32cHardware();
-
 // The implementations behind Crc32cExtend, slowest first. Crc32cExtend uses the fastest one
 // the CPU supports, chosen once.
 enum class Crc32cPath {
@@ -45,9 +42,8 @@ enum class Crc32cPath {
 // "table", "sse4.2" or "vpclmulqdq-avx512".
 const char* Crc32cPathName(Crc32cPath path);
 
-// The path Crc32cExtend uses on this CPU, and its name (for benchmarks and logs).
+// The path Crc32cExtend uses on this CPU.
 Crc32cPath Crc32cActivePath();
-inline const char* Crc32cActivePathName() { return Crc32cPathName(Crc32cActivePath()); }
 
 // Whether this CPU (and OS) can run `path`.
 bool Crc32cPathSupported(Crc32cPath path);

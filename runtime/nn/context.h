@@ -244,6 +244,7 @@ class StepContext {
 
   // Logging: told of every record as it is written (null: none, the default).
   void set_record_sink(RecordSink* sink) { sink_ = sink; }
+  RecordSink* record_sink() const { return sink_; }
 
   // Logging, for the game's cheating scenarios only (train/deviation.h): from now on in this
   // step, roundings are tampered with as `tamper` says; stats().steered counts the values.

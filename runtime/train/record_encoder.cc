@@ -1,8 +1,5 @@
 #include "runtime/train/record_encoder.h"
 
-#include <ATen/Parallel.h>
-#include <sched.h>
-
 #include "runtime/common/error.h"
 #include "runtime/precision/codec.h"
 
@@ -84,13 +81,6 @@ void RecordEncoder::Work() {
     }
     changed_.notify_all();
   }
-}
-
-bool RecordEncoder::Helps() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
-  return CPU_COUNT(&set) > at::get_num_threads();
 }
 
 }  // namespace vt::train

@@ -5,9 +5,9 @@
 // thread made them.
 //
 // Runner::Step uses it when the process may run on a CPU that LibTorch's intra-op threads
-// leave idle (Helps()): with VTRUN_THREADS=1 on a 2-core machine, encoding costs the step
-// almost nothing; with every core computing it would only compete, so records are then
-// encoded after the step on LibTorch's threads, as before.
+// leave idle (train::UseBackground): with VTRUN_THREADS=1 on a 2-core machine, encoding costs
+// the step almost nothing; with every core computing it would only compete, so records are
+// then encoded after the step on LibTorch's threads, as before.
 //
 // Thread safety: WillWrite and Written are called from the step's thread; Take and Reset
 // from the thread that owns the encoder, never concurrently with a step writing records.
@@ -44,9 +44,6 @@ class RecordEncoder final : public nn::RecordSink {
   std::map<nn::RecordKey, std::string> Take();
   // Forgets everything queued or encoded (a step that failed), after the record in hand.
   void Reset();
-
-  // True when a CPU this process may run on is left idle by LibTorch's intra-op threads.
-  static bool Helps();
 
  private:
   void Work();

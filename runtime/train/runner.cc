@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,7 +53,11 @@ Encoded EncodeRecordsOf(const nn::StepLog& log, Keep keep) {
 
 bool UseBackground(RunnerOptions::Background choice) {
   using B = RunnerOptions::Background;
-  return choice == B::kOn || (choice == B::kAuto && RecordEncoder::Helps());
+  if (choice != B::kAuto) return choice == B::kOn;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return CPU_COUNT(&set) > at::get_num_threads();
 }
 
 void StepReport::AddCounts(const StepReport& o) {
@@ -257,9 +262,7 @@ StepReport Runner::Step() {
   // A logging step without a group encodes its records as they are written when a core is
   // idle (record_encoder.h); a step that failed before may have left some queued.
   if (encoder_) encoder_->Reset();
-  encoding_ahead_ =
-      mode_ == nn::Mode::kLog && !options_.group && UseBackground(options_.encode_ahead);
-  if (encoding_ahead_) {
+  if (mode_ == nn::Mode::kLog && !options_.group && UseBackground(options_.encode_ahead)) {
     if (!encoder_) encoder_ = std::make_unique<RecordEncoder>();
     context.set_record_sink(encoder_.get());
   }
@@ -362,7 +365,7 @@ Encoded Trainer::FinishStep(int64_t, const nn::StepContext& context, const nn::S
   if (mode_ != nn::Mode::kLog) return {};
   if (!options_.group) {
     Encoded out;
-    if (encoding_ahead_) {
+    if (context.record_sink() != nullptr) {  // encoder_
       // Every record the step wrote was queued; the log holds no others (StepContext::Finish).
       std::map<nn::RecordKey, std::string> ahead = encoder_->Take();
       out.reserve(log.size() + 1);
@@ -444,7 +447,7 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
   if (!options_.group) {
     if (ahead_job_.valid()) {
       ahead_job_.get();  // the job keeps its failures in ahead_
-      if (ahead_.step == step && ahead_.read_error.empty()) {
+      if (ahead_.step == step && ahead_.read) {
         std::swap(*log, ahead_.log);  // the step's old buffers are the next read-ahead's
         Encoded encoded = FinishDecoding(step, std::move(ahead_.records), ahead_.errors);
         StartReadAhead(step + 1);
@@ -548,14 +551,14 @@ std::vector<std::string> DecodeRecordsInto(const std::vector<store::LogRecord>& 
 void Auditor::StartReadAhead(int64_t step) {
   if (options_.group || step > spec_.steps() || !UseBackground(options_.read_ahead)) return;
   ahead_.step = step;
-  ahead_.read_error.clear();
+  ahead_.read = false;
   ahead_job_ = std::async(std::launch::async, [this, step] {
     try {
       ahead_.records = records_(step);
-    } catch (const std::exception& e) {
-      ahead_.read_error = e.what()[0] != '\0' ? e.what() : "the records could not be read";
-      return;
+    } catch (const std::exception&) {
+      return;  // asked again when the step comes, which reports a lasting failure
     }
+    ahead_.read = true;
     ahead_.errors = DecodeRecordsInto(ahead_.records, &ahead_.log, /*parallel=*/false);
   });
 }

@@ -63,8 +63,8 @@ struct RunnerOptions {
   // has a store (and, auditing, the trainer's records); the spec's shards must be a multiple
   // of the group's world size.
   std::shared_ptr<dist::Group> group;
-  // Work on a background thread beside the step: kAuto when a CPU is idle
-  // (RecordEncoder::Helps: LibTorch's threads fewer than the CPUs this process may use).
+  // Work on a background thread beside the step: kAuto when a CPU is idle (LibTorch's
+  // intra-op threads fewer than the CPUs this process may run on).
   enum class Background { kAuto, kOff, kOn };
   // Trainers without a group: encode the step's records as they are written
   // (record_encoder.h); the records are the same bytes either way. Default: kAuto.
@@ -163,7 +163,6 @@ class Runner {
   // A logging step's records encoded while it computes (record_encoder.h); after step_log_,
   // so that it stops reading the records before they are destroyed. Null until used.
   std::unique_ptr<RecordEncoder> encoder_;
-  bool encoding_ahead_ = false;  // this step's records go to encoder_
   std::map<nn::RecordKey, at::Tensor> compare_next_;
   void OpenOrResume();
   // Data parallelism, from the constructors: rank 0 runs `open` (OpenOrResume, or loading a
@@ -239,13 +238,13 @@ class Auditor : public Runner {
   void StartReadAhead(int64_t step);
   RecordSource records_;
   // What the background thread read: the step's records decoded into a log whose buffers
-  // are swapped with the step's, or why not (read_error: the source had none yet).
+  // are swapped with the step's, unless the source failed (had none yet: read again then).
   struct Ahead {
     int64_t step = 0;
+    bool read = false;
     std::vector<store::LogRecord> records;
     nn::StepLog log;
     std::vector<std::string> errors;
-    std::string read_error;
   };
   Ahead ahead_;
   std::future<void> ahead_job_;  // after ahead_: joined before ahead_ is destroyed

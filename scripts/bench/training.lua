@@ -15,8 +15,10 @@
 -- profiles' runs and every boundary's values of a step) needs more than 24 GB.
 -- Each of vtrun's FP64 runners (plain, trainer, auditor) steps in turn with the LibTorch FP64
 -- baseline, one step each, and every ratio to it is of medians over the same stretch of time.
--- "tr cpu s" is the trainer's CPU time per step over all threads (a trainer encodes its
--- records on a background thread when a core is idle: with VTRUN_THREADS below the cores).
+-- "torch64 s" is the median of the baseline's medians over the model's arms so far; "tr/t64"
+-- and "au/t64" divide by the baseline's median beside that runner. "tr cpu s" is the
+-- trainer's CPU time per step over all threads (a trainer encodes its records on a
+-- background thread when a core is idle: with VTRUN_THREADS below the cores).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, then per model.
@@ -146,8 +148,8 @@ for _, m in ipairs(models) do
   local torch = vt.torch_baseline{spec = spec, data = m.data, dtype = "float64"}
   local fp64_t = time_steps(plain("fp64"), torch)
   collectgarbage("collect")
-  local fp64, torch64 = fp64_t.s, fp64_t.torch64_s
-  local torch64_all = {fp64_t.torch64_s}
+  local fp64 = fp64_t.s
+  local torch64_all = {fp64_t.torch64_s}  -- the baseline's medians, one per arm
   local row = {model = m.name, fp32_s = fp32, fp64_s = fp64, torch_fp32_s = torch32,
                fp64_over_torch_fp64 = fp64 / fp64_t.torch64_s, fp32_over_torch_fp32 = fp32 / torch32}
   for _, window in ipairs(windows) do
@@ -180,7 +182,7 @@ for _, m in ipairs(models) do
     collectgarbage("collect")
   end
   row.torch_fp64_s = median(torch64_all)
-  torch, torch64 = nil, nil
+  torch = nil
   collectgarbage("collect")
   results[#results + 1] = row
 end

@@ -1,4 +1,4 @@
-// CRC-32C paths (table, crc32 instruction, PCLMULQDQ and VPCLMULQDQ folding): every path this
+// CRC-32C paths (table, crc32 instruction, VPCLMULQDQ folding): every path this
 // CPU supports gives the table implementation's value for every length up to 2 KB at every
 // start alignment within a cache line, for long inputs, across the internal block sizes, on
 // random, all-zero and all-0xFF data, and when chained at random split points.
@@ -26,7 +26,7 @@ std::vector<Crc32cPath> SupportedPaths() {
   for (Crc32cPath path : kAllPaths) {
     if (Crc32cPathSupported(path)) paths.push_back(path);
   }
-  std::printf("crc32c: active path %s; testing", Crc32cActivePathName());
+  std::printf("crc32c: active path %s; testing", Crc32cPathName(Crc32cActivePath()));
   for (Crc32cPath path : paths) std::printf(" %s", Crc32cPathName(path));
   std::printf("\n");
   std::fflush(stdout);
@@ -82,8 +82,6 @@ struct Mismatches {
 TEST_CASE("store: CRC-32C known answer and path names on every supported path", "[store]") {
   CHECK(Crc32cPathSupported(Crc32cPath::kTable));
   CHECK(Crc32cPathSupported(Crc32cActivePath()));
-  CHECK(Crc32cHardware() == (Crc32cActivePath() != Crc32cPath::kTable));
-  CHECK(std::string(Crc32cActivePathName()) == Crc32cPathName(Crc32cActivePath()));
   CHECK(std::string(Crc32cPathName(Crc32cPath::kVpclmulAvx512)) == "vpclmulqdq-avx512");
   for (Crc32cPath path : SupportedPaths()) {
     INFO("path " << Crc32cPathName(path));
@@ -135,7 +133,7 @@ TEST_CASE("store: CRC-32C paths agree on long inputs and around block sizes", "[
   // Around the implementation's block sizes: the 256-byte folding minimum and its 64- and
   // 16-byte steps, the three-stream blocks (3 x 256 and 3 x 8192 bytes) and kCrc32cBlock.
   std::vector<size_t> lengths;
-  for (size_t base : {size_t{256}, size_t{512}, size_t{768}, size_t{3 * 8192}, size_t{10240},
+  for (size_t base : {size_t{256}, size_t{512}, size_t{768}, size_t{3 * 8192},
                       size_t{3 * 8192 + 3 * 256}, kCrc32cBlock}) {
     for (size_t delta : {0, 1, 15, 16, 17, 63, 64, 65, 255, 256, 257}) {
       lengths.push_back(base + delta);
