@@ -169,6 +169,88 @@ VT_AVX512 inline __m512d AbsoluteTerm8(const KernelParams& p, const Lanes& l, co
   return _mm512_mul_pd(_mm512_set1_pd(p.alpha), m);
 }
 
+// The relative window (alpha_scale 0, 0 < band <= 1/4, the paper's) in the integers of the
+// bit patterns. For a magnitude a on the normal FP32 grid (2^-126 <= a < 2^128) the spacing is
+// g = 2^D units in the last place of a, D = 29 + k, so rnd_b(a) is a's bits rounded to a
+// multiple of 2^D, ties to even (the carry into the exponent is the next binade), a is on the
+// grid when its low D bits are zero, and |a - mid| is |low D bits - 2^(D-1)| units, exactly
+// (Sterbenz). The window fl(band * g) is band * 2^D units, exact for band >= 2^-800 (a power
+// of two times a normal double), so `d <= w` is `|low - half| <= floor(band * 2^D)` on
+// integers, and a value a < g/4 (InWindow's tiny case) does not occur. Zeros round, log and
+// replay the same way (their low bits are zero: on the grid). A group of 8 lanes takes this
+// path when every lane is zero or in that range; any other lane (FP32 subnormals, overflow,
+// NaN) sends the group through CellOf8, so the results are CellOf8's bit for bit (tests:
+// round_test "kernel variants agree").
+struct BitsWindow {
+  bool usable = false;  // the call's window has this shape
+  __m128i shift;        // D
+  __m512i low_mask;     // 2^D - 1
+  __m512i half;         // 2^(D-1)
+  __m512i half_minus_1;
+  __m512i w1, w2;  // floor(band * 2^D), floor(2 * band * 2^D): the windows w and 2w in units
+};
+
+VT_AVX512 inline BitsWindow MakeBitsWindow(const KernelParams& p) {
+  BitsWindow b;
+  b.usable = p.alpha_scale == 0.0 && p.band >= 0x1p-800 && p.band <= 0.25 && p.k <= 22;
+  if (!b.usable) return b;
+  const int d = 29 + static_cast<int>(p.k);
+  b.shift = _mm_cvtsi64_si128(d);
+  b.low_mask = _mm512_set1_epi64(static_cast<long long>((uint64_t{1} << d) - 1));
+  b.half = _mm512_set1_epi64(static_cast<long long>(uint64_t{1} << (d - 1)));
+  b.half_minus_1 = _mm512_set1_epi64(static_cast<long long>((uint64_t{1} << (d - 1)) - 1));
+  b.w1 = _mm512_set1_epi64(static_cast<long long>(std::ldexp(p.band, d)));
+  b.w2 = _mm512_set1_epi64(static_cast<long long>(std::ldexp(2.0 * p.band, d)));
+  return b;
+}
+
+// The bit patterns of 8 lanes split for the integer path: whether it applies to all of them.
+struct BitLanes {
+  __m512i sign, u;  // sign bits and |x| bits
+  __m512i r;        // rnd_b(|x|) bits
+  __m512i dist;     // |low D bits - 2^(D-1)|: |a - mid| in units of the last place
+  __mmask8 off;     // off the grid
+  __mmask8 up;      // r > a
+};
+
+VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8 valid,
+                                  BitLanes* l) {
+  const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
+  l->sign = _mm512_and_si512(ux, _mm512_set1_epi64(static_cast<long long>(kSignBit)));
+  l->u = _mm512_xor_si512(ux, l->sign);
+  const uint64_t min_normal = kMinNormalExponent << 52;
+  const __mmask8 normal = _mm512_cmplt_epu64_mask(
+      _mm512_sub_epi64(l->u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
+      _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
+  if (static_cast<__mmask8>(normal | _mm512_testn_epi64_mask(l->u, l->u)) != 0xff) return false;
+  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(l->u, b.shift), _mm512_set1_epi64(1));
+  l->r = _mm512_andnot_si512(b.low_mask,
+                             _mm512_add_epi64(_mm512_add_epi64(l->u, b.half_minus_1), lsb));
+  l->dist = _mm512_abs_epi64(_mm512_sub_epi64(_mm512_and_si512(l->u, b.low_mask), b.half));
+  l->off = _mm512_test_epi64_mask(l->u, b.low_mask);
+  l->up = _mm512_cmpgt_epu64_mask(l->r, l->u);
+  return true;
+}
+
+// RoundLog8 on the integer path (kRelative): false, writing nothing, when it does not apply.
+VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const double* x, double* out,
+                                    __mmask8 valid, __m512i* max_r, int64_t* steerable,
+                                    __m128i* states) {
+  BitLanes l;
+  if (!BitLanesOf8(b, x, valid, &l)) return false;
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  const __mmask8 off = static_cast<__mmask8>(l.off & valid);
+  const __mmask8 logged = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
+  *steerable +=
+      __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmple_epi64_mask(off, l.dist, b.w2)));
+  const __mmask8 dir_up = static_cast<__mmask8>(l.up ^ _mm512_test_epi64_mask(l.sign, l.sign));
+  const __m512i s = _mm512_maskz_mov_epi64(
+      logged, _mm512_mask_mov_epi64(_mm512_set1_epi64(1), dir_up, _mm512_set1_epi64(2)));
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+  *states = _mm512_cvtepi64_epi8(s);
+  return true;
+}
+
 // Classifies and rounds 8 lanes (the first `valid` ones are real); returns the 8 state
 // bytes and folds the bit patterns of rnd_b(|x|) into `max_r` for the range check.
 template <Shape kShape, Mag kMag>
@@ -246,12 +328,19 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   int64_t steerable = 0;
   // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
   // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
+  const BitsWindow bits = kShape == Shape::kRelative ? MakeBitsWindow(p) : BitsWindow{};
+  auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
+    __m128i s;
+    if (kShape == Shape::kRelative && bits.usable &&
+        RoundLogBits8(bits, x + j, out + j, valid, &max_r, &steerable, &s)) {
+      return s;
+    }
+    return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
+  };
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int64_t j = i; j < i + 64; j += 8) {
-      _mm_storel_epi64(
-          reinterpret_cast<__m128i*>(states + j),
-          RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, 0xff, &max_r, &steerable, &bad_m));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), round8(j, 0xff));
     }
     if (i > 0) CountStates64(states + i - 64, 64, &t);
   }
@@ -259,9 +348,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   if (i < n) {
     for (int64_t j = i; j < n; j += 8) {
       const __mmask8 valid = TailMask(n - j);
-      _mm_mask_storeu_epi8(
-          states + j, valid,
-          RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m));
+      _mm_mask_storeu_epi8(states + j, valid, round8(j, valid));
     }
     CountStates64(states + i, n - i, &t);
   }
@@ -279,6 +366,53 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
 struct ReplayCounts {
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
+
+// Replay8 on the integer path (kRelative, BitsWindow): false, writing nothing, when it does
+// not apply. Corrections move by g and values on the grid compare their distance to the
+// nearest midpoint in doubles, as Replay8 does; both are rare, so g is only built for them.
+VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, const double* x,
+                                  const uint8_t* states, double* out, __mmask8 valid,
+                                  ReplayCounts* c, __m512i* max_r) {
+  BitLanes l;
+  if (!BitLanesOf8(b, x, valid, &l)) return false;
+  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
+  const __mmask8 off = static_cast<__mmask8>(l.off & valid);
+  const __mmask8 st_none = _mm512_mask_cmpeq_epi64_mask(valid, st, _mm512_setzero_si512());
+  const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
+  const __mmask8 is_dir =
+      _mm512_cmplt_epu64_mask(_mm512_sub_epi64(st, _mm512_set1_epi64(1)), _mm512_set1_epi64(2));
+  const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
+  const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
+  const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
+  const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid);
+  __m512i result = l.r;
+  __mmask8 far = _mm512_mask_cmpgt_epi64_mask(off, l.dist, b.w2);
+  __mmask8 near = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
+  if (static_cast<__mmask8>(move_up | move_down | on_grid) != 0) {
+    const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
+    Lanes lanes;
+    lanes.a = _mm512_castsi512_pd(l.u);
+    lanes.g = SpacingAt8(lanes.a, k_minus_23);
+    const __m512d r = _mm512_castsi512_pd(l.r);
+    __m512d moved = _mm512_mask_add_pd(r, move_up, r, lanes.g);
+    moved = _mm512_mask_sub_pd(moved, move_down, r, lanes.g);
+    result = _mm512_castpd_si512(moved);
+    c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
+    if (on_grid != 0) {
+      const __m512d w = _mm512_mul_pd(_mm512_set1_pd(p.band), lanes.g);
+      const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
+      const __m512d on_grid_mid = OnGridMid8(lanes, k_minus_23);
+      far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
+      near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
+    }
+  }
+  c->steerable += Count(_mm512_mask_cmple_epi64_mask(off, l.dist, b.w2));
+  c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
+  c->near_misses += Count(static_cast<__mmask8>(st_none & near));
+  *max_r = _mm512_max_epu64(*max_r, _mm512_max_epu64(l.r, result));
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(result, l.sign));
+  return true;
+}
 
 // Replays 8 lanes (the first `valid` ones are real): writes the results, adds the counts
 // and folds the bit patterns of rnd_b(|x'|) and of the results into `max_r`.
@@ -359,14 +493,18 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   auto m_at = [mag](int64_t j) __attribute__((always_inline)) {
     return kMag == Mag::kArray ? mag + j : nullptr;
   };
+  // kRelative replays any band > 0; the integer path only takes the paper's (<= 1/4).
+  const BitsWindow bits = kShape == Shape::kRelative ? MakeBitsWindow(p) : BitsWindow{};
+  auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
+    if (kShape == Shape::kRelative && bits.usable &&
+        ReplayBits8(bits, p, x + i, states + i, out + i, valid, &c, &max_r)) {
+      return;
+    }
+    Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r, &bad_m);
+  };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, 0xff, &c, &max_r, &bad_m);
-  }
-  if (i < n) {
-    Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, TailMask(n - i), &c, &max_r,
-                          &bad_m);
-  }
+  for (; i + 8 <= n; i += 8) replay8(i, 0xff);
+  if (i < n) replay8(i, TailMask(n - i));
   const __mmask8 bad = _mm512_cmpge_epu64_mask(
       max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
   tally->corrections += c.corrections;
