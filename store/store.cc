@@ -364,8 +364,19 @@ Store::Handles::~Handles() {
 }
 
 void Store::Close() {
+  // A step written behind goes in first; if it failed, the store still closes, then says so.
+  std::lock_guard<std::mutex> b(behind_mu_);
+  std::string behind_failed;
+  try {
+    WaitBehindLocked();
+  } catch (const Error& e) {
+    behind_failed = e.what();
+  }
   std::unique_lock<std::shared_mutex> lock(mu_);
-  if (!h_) return;
+  if (!h_) {
+    if (!behind_failed.empty()) throw Error(behind_failed);
+    return;
+  }
   // Everything written goes into checksummed SST files before the write-ahead log is left
   // behind: a closed store never depends on WAL recovery.
   rocksdb::Status flushed;
@@ -373,6 +384,7 @@ void Store::Close() {
   h_.reset();
   run_states_.clear();
   next_transcript_seq_.clear();
+  if (!behind_failed.empty()) throw Error(behind_failed);
   if (!flushed.ok()) {
     throw Error("store '" + path_ +
                 "' closed, but flushing it to SST files failed (what was written stays in the "
@@ -404,6 +416,11 @@ bool Store::closed() const {
 }
 
 std::shared_lock<std::shared_mutex> Store::Guard() const {
+  WaitBehind();
+  return OpenLock();
+}
+
+std::shared_lock<std::shared_mutex> Store::OpenLock() const {
   std::shared_lock<std::shared_mutex> lock(mu_);
   if (!h_) throw Error("store '" + path_ + "' is closed");
   return lock;

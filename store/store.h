@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -200,6 +201,19 @@ class Store {
   // values <= 1 GiB) in one batch; returns its step digest. Requires step == steps_written
   // + 1, the previous leaf stored, and step <= n.
   Digest WriteStep(std::string_view run, uint64_t step, std::vector<LogRecordView> records);
+  // WriteStep in the background ("write-behind"): checks the step as WriteStep does (the same
+  // errors, thrown here), then writes it on another thread and returns. `keep` owns the bytes
+  // the records view and is released once they are written. Every later call on this store,
+  // from any thread (reads, writes, Flush, Close and the destructor), first waits for that
+  // write, so it sees the step; if the write failed, that call and every later one throw
+  // Error("store '<dir>': step 5 of run 'r' was not written: <why> (...)"), and Close closes
+  // the store and throws it too. A process killed before the write finished holds the store
+  // as it was before the step (each step is one batch; Rollback resumes from the last leaf).
+  void WriteStepBehind(std::string_view run, uint64_t step, std::vector<LogRecordView> records,
+                       std::shared_ptr<const void> keep);
+  // Waits for a step written behind, and throws its error if it failed. Every call waits
+  // anyway; this is for callers that only want the write done.
+  void WaitBehind() const;
 
   // Stores leaf `leaf` (== leaves stored so far) with its checkpoint in one batch; requires
   // every step up to LeafStep(leaf) written and none after. The checkpoint must be a valid
@@ -262,8 +276,14 @@ class Store {
 
   Store(std::string path, const StoreOptions& options);
 
-  // Throws if closed; the returned lock keeps the database open during the call.
+  // Waits for a step written behind (WaitBehind), then throws if closed; the returned lock
+  // keeps the database open during the call.
   std::shared_lock<std::shared_mutex> Guard() const;
+  // Guard without waiting: for the write-behind thread itself.
+  std::shared_lock<std::shared_mutex> OpenLock() const;
+  void WaitBehindLocked() const;  // call with behind_mu_ held
+  void CheckStepWrite(std::string_view run, uint64_t step, std::vector<LogRecordView>* records);
+  Digest CommitStep(std::string_view run, uint64_t step, const std::vector<LogRecordView>& records);
   void CheckWritable() const;
   bool FamiliesEmpty() const;  // true if no family holds any key
   rocksdb::Status FlushAll();  // memtables to SST files, then sync the WAL; writers only
@@ -286,7 +306,13 @@ class Store {
 
   mutable std::shared_mutex mu_;  // shared: any call; exclusive: Close, Refresh
   std::mutex write_mu_;           // serializes writers
-  std::unique_ptr<Handles> h_;    // null once closed
+  // The step written behind (WriteStepBehind), what it is ("step 5 of run 'r'"), and the error
+  // of one that failed (then every call throws it). behind_mu_ comes before mu_ and write_mu_.
+  mutable std::mutex behind_mu_;
+  mutable std::future<void> behind_;
+  std::string behind_what_;
+  mutable std::string behind_failed_;
+  std::unique_ptr<Handles> h_;  // null once closed
   // Readers: the database reopened after its writer left (Refresh), not again until another
   // writer has come and gone.
   bool reopened_without_writer_ = false;
@@ -294,8 +320,12 @@ class Store {
   std::map<std::string, std::unique_ptr<RunState>, std::less<>> run_states_;  // writer caches
   std::map<std::string, uint64_t, std::less<>> next_transcript_seq_;
 
+  // Tests: the next step written behind fails with this error instead of being written.
+  std::string fail_behind_for_test_;
+
   friend class StoreVerifier;
   friend class StoreNodes;
+  friend struct StoreTestAccess;
 };
 
 }  // namespace vt::store

@@ -8,11 +8,13 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "store/checkpoint_digest.h"
@@ -123,11 +125,10 @@ Store::RunState& Store::WriterState(std::string_view run) {
 // ---------------------------------------------------------------------------------------
 // Writing steps and checkpoints
 
-Digest Store::WriteStep(std::string_view run, uint64_t step, std::vector<LogRecordView> records) {
-  CheckWritable();
-  ValidateId(run, "run id");
-  auto g = Guard();
-  std::lock_guard<std::mutex> w(write_mu_);
+// The checks of a step write against the run's state (order, sizes, record keys); sorts the
+// records. Call with the store open and write_mu_ held.
+void Store::CheckStepWrite(std::string_view run, uint64_t step,
+                           std::vector<LogRecordView>* records) {
   RunState& st = WriterState(run);
   const RunInfo& info = st.info;
   const std::string r = Quote(run);
@@ -148,18 +149,25 @@ Digest Store::WriteStep(std::string_view run, uint64_t step, std::vector<LogReco
                 " (the checkpoint after step " + std::to_string(due) + ") before step " +
                 std::to_string(step));
   }
-  if (records.size() > UINT32_MAX)
+  if (records->size() > UINT32_MAX)
     throw Error("run " + r + ": too many log records in step " + std::to_string(step));
-  SortAndCheckRecords(&records);
-  uint64_t value_bytes = 0;
-  for (const LogRecordView& rec : records) {
+  SortAndCheckRecords(records);
+  for (const LogRecordView& rec : *records) {
     if (rec.value.size() > kMaxValueBytes) {
       throw Error("run " + r + " step " + std::to_string(step) + ": log record '" +
                   std::string(rec.boundary) + "' call " + std::to_string(rec.call) +
                   " is larger than 1 GiB");
     }
-    value_bytes += rec.value.size();
   }
+}
+
+// Writes a step CheckStepWrite accepted (records sorted). Call with the store open and
+// write_mu_ held.
+Digest Store::CommitStep(std::string_view run, uint64_t step,
+                         const std::vector<LogRecordView>& records) {
+  RunState& st = WriterState(run);
+  uint64_t value_bytes = 0;
+  for (const LogRecordView& rec : records) value_bytes += rec.value.size();
   StepInfo marker;
   marker.step = step;
   marker.records = static_cast<uint32_t>(records.size());
@@ -176,13 +184,62 @@ Digest Store::WriteStep(std::string_view run, uint64_t step, std::vector<LogReco
     PutSealed(&batch, logs, Family::kLogs, LogKey(run, step, rec.boundary, rec.call), rec.value);
   }
   PutSealed(&batch, Cf(Family::kSteps), Family::kSteps, StepKey(run, step), EncodeStepInfo(marker));
-  ProgressRecord p{step, info.leaves, chain.value()};
+  ProgressRecord p{step, st.info.leaves, chain.value()};
   PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
             EncodeProgress(p));
   WriteBatchOrThrow(&batch, "a step");
   st.info.steps_written = step;
   st.chain = chain;
   return marker.digest;
+}
+
+Digest Store::WriteStep(std::string_view run, uint64_t step, std::vector<LogRecordView> records) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  CheckStepWrite(run, step, &records);
+  return CommitStep(run, step, records);
+}
+
+void Store::WriteStepBehind(std::string_view run, uint64_t step, std::vector<LogRecordView> records,
+                            std::shared_ptr<const void> keep) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  std::lock_guard<std::mutex> b(behind_mu_);
+  WaitBehindLocked();
+  {
+    auto g = OpenLock();
+    std::lock_guard<std::mutex> w(write_mu_);
+    CheckStepWrite(run, step, &records);
+  }
+  behind_what_ = "step " + std::to_string(step) + " of run " + Quote(run);
+  behind_ = std::async(std::launch::async,
+                       [this, run = std::string(run), step, records = std::move(records),
+                        keep = std::move(keep), fail = std::exchange(fail_behind_for_test_, {})] {
+                         if (!fail.empty()) throw Error(fail);
+                         auto g = OpenLock();
+                         std::lock_guard<std::mutex> w(write_mu_);
+                         CommitStep(run, step, records);
+                       });
+}
+
+void Store::WaitBehind() const {
+  std::lock_guard<std::mutex> b(behind_mu_);
+  WaitBehindLocked();
+}
+
+void Store::WaitBehindLocked() const {
+  if (behind_.valid()) {
+    try {
+      behind_.get();
+    } catch (const std::exception& e) {
+      behind_failed_ = "store '" + path_ + "': " + behind_what_ + " was not written: " + e.what() +
+                       " (the store takes no more calls: close it and reopen it; its runs resume "
+                       "from their last checkpoint)";
+    }
+  }
+  if (!behind_failed_.empty()) throw Error(behind_failed_);
 }
 
 LeafRecord Store::PutCheckpoint(std::string_view run, uint64_t leaf, std::string_view checkpoint,

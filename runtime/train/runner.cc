@@ -331,7 +331,12 @@ StepReport Runner::Step() {
   };
   if (!options_.store) return finish();
   phase = Clock::now();
-  options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
+  if (UseBackground(options_.write_behind)) {
+    auto keep = std::make_shared<Encoded>(std::move(records));
+    options_.store->WriteStepBehind(options_.run, static_cast<uint64_t>(step), Views(*keep), keep);
+  } else {
+    options_.store->WriteStep(options_.run, static_cast<uint64_t>(step), Views(records));
+  }
   times.commit = since(phase);
   if (checkpoint) {
     phase = Clock::now();

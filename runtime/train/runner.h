@@ -74,6 +74,10 @@ struct RunnerOptions {
   // store's, StoreRecords); a source without records for that step yet is asked again when
   // the step comes. Default: kOff (vt.auditor with a store's logs: kAuto).
   Background read_ahead = Background::kOff;
+  // Runners with a store: write each step's records while the next step computes
+  // (store::Store::WriteStepBehind). Every call on the store, and the next step's write or
+  // checkpoint, waits for it, so whoever reads the store sees the step. Default: kAuto.
+  Background write_behind = Background::kAuto;
 };
 
 // Whether `choice` runs work on a background thread now.

@@ -1,7 +1,8 @@
 // Work beside the step on a background thread (RunnerOptions::Background). Encoding a
 // step's records while the step runs (train/record_encoder.h): the bytes are EncodeLog's, a
 // record written twice in a step is encoded as last written, and a trainer stores the same
-// records, digests and root with it as without it, honest or tampering. An auditor that
+// records, digests and root with it and its store writing each step behind (while the next
+// step computes) as without either, honest or tampering. An auditor that
 // reads and decodes the next step's records ahead (RunnerOptions::read_ahead): the same
 // replay, reports and root as one that reads each step when it comes, whether the trainer
 // finished first or steps in turn with it, and the same error for a bad record.
@@ -124,8 +125,10 @@ Replay Audit(Auditor& auditor) {
 
 }  // namespace
 
-TEST_CASE("a trainer stores the same records and root with records encoded ahead or after",
-          "[record_encoder][runner]") {
+TEST_CASE(
+    "a trainer stores the same records and root with records encoded ahead and written behind "
+    "or neither",
+    "[record_encoder][runner]") {
   const bool tampering = GENERATE(false, true);
   vt::testing::TempDir dir;
   vt::train::Spec spec = MakeSpec();
@@ -134,6 +137,7 @@ TEST_CASE("a trainer stores the same records and root with records encoded ahead
     o.data = Data();
     o.store = vt::store::Store::Open(dir.path() + "/" + name);
     o.encode_ahead = ahead;
+    o.write_behind = ahead;
     if (tampering) {
       o.deviation.kind = vt::train::Deviation::Kind::kFlipWithin;
       o.deviation.from_step = 3;
@@ -198,6 +202,7 @@ TEST_CASE("an auditor reading ahead replays as one reading each step when it com
   SECTION("in turn with the trainer: the next step's records are not written yet") {
     RunnerOptions t2 = to;
     t2.store = vt::store::Store::Open(dir.path() + "/t2");
+    t2.write_behind = B::kOn;  // each step read while the trainer's store may still write it
     Trainer second(spec, t2);
     Auditor follower(spec, Options(dir.path() + "/follower", B::kOn),
                      vt::train::StoreRecords(second.options().store, "run"));
