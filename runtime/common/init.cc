@@ -26,6 +26,7 @@ void InitializeRuntime() {
   mallopt(M_TOP_PAD, 64 << 20);
   c10::set_default_dtype(caffe2::TypeMeta::Make<double>());
   ConfigureThreadsFromEnvironment();
+  BackgroundAllowedByEnvironment();  // a bad VTRUN_BACKGROUND fails at startup, not mid-run
 }
 
 }  // namespace vt

@@ -1,6 +1,7 @@
 #include "runtime/common/threads.h"
 
 #include <ATen/Parallel.h>
+#include <sched.h>
 
 #include <cstdlib>
 #include <string>
@@ -40,5 +41,19 @@ void SetThreads(int n) {
 }
 
 int Threads() { return at::get_num_threads(); }
+
+bool BackgroundAllowedByEnvironment() {
+  const char* env = std::getenv("VTRUN_BACKGROUND");
+  const std::string value = env == nullptr ? "" : env;
+  if (value.empty() || value == "on") return true;
+  if (value == "off") return false;
+  if (value != "idle") {
+    throw Error("VTRUN_BACKGROUND must be 'on', 'idle' or 'off', got '" + value + "'");
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+  return CPU_COUNT(&set) > at::get_num_threads();
+}
 
 }  // namespace vt

@@ -19,4 +19,14 @@ void SetThreads(int n);
 // LibTorch's current intra-op thread count.
 int Threads();
 
+// Whether work beside a step (encoding records, reading them ahead, writing a step behind) may
+// run on a background thread when its option says "auto": `VTRUN_BACKGROUND` = "on" (the
+// default), "idle" (only when a CPU is idle: LibTorch's threads fewer than the CPUs this
+// process may run on) or "off". "on" is the default because the work is done either way and
+// LibTorch's threads leave gaps: with VTRUN_THREADS=2 on 2 vCPUs, GPT 4x256's trainer and
+// auditor took 1.28-1.34x and 1.26-1.31x of LibTorch's FP64 step with it, 1.36x and
+// 1.40-1.43x with "idle" (EXPERIMENTS.md E6). Throws vt::Error naming the variable and the
+// allowed values otherwise.
+bool BackgroundAllowedByEnvironment();
+
 }  // namespace vt

@@ -4,10 +4,10 @@
 // step's end waits only for the records still queued. The bytes are EncodeLog's, whatever
 // thread made them.
 //
-// Runner::Step uses it when the process may run on a CPU that LibTorch's intra-op threads
-// leave idle (train::UseBackground): with VTRUN_THREADS=1 on a 2-core machine, encoding costs
-// the step almost nothing; with every core computing it would only compete, so records are
-// then encoded after the step on LibTorch's threads, as before.
+// Runner::Step uses it unless RunnerOptions::encode_ahead or VTRUN_BACKGROUND says otherwise
+// (train::UseBackground): with VTRUN_THREADS=1 on a 2-core machine, encoding costs the step
+// almost nothing; with every core computing it still fills the gaps LibTorch's threads leave.
+// Without it records are encoded after the step on LibTorch's threads.
 //
 // Thread safety: WillWrite and Written are called from the step's thread; Take and Reset
 // from the thread that owns the encoder, never concurrently with a step writing records.

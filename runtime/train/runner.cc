@@ -2,13 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <set>
 
 #include "runtime/common/error.h"
+#include "runtime/common/threads.h"
 #include "runtime/precision/codec.h"
 #include "runtime/profile/profile.h"
 #include "runtime/train/checkpoint.h"
@@ -54,10 +54,7 @@ Encoded EncodeRecordsOf(const nn::StepLog& log, Keep keep) {
 bool UseBackground(RunnerOptions::Background choice) {
   using B = RunnerOptions::Background;
   if (choice != B::kAuto) return choice == B::kOn;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
-  return CPU_COUNT(&set) > at::get_num_threads();
+  return BackgroundAllowedByEnvironment();
 }
 
 void StepReport::AddCounts(const StepReport& o) {

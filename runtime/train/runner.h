@@ -63,8 +63,8 @@ struct RunnerOptions {
   // has a store (and, auditing, the trainer's records); the spec's shards must be a multiple
   // of the group's world size.
   std::shared_ptr<dist::Group> group;
-  // Work on a background thread beside the step: kAuto when a CPU is idle (LibTorch's
-  // intra-op threads fewer than the CPUs this process may run on).
+  // Work on a background thread beside the step: kAuto as `VTRUN_BACKGROUND` says (by
+  // default on; common/threads.h BackgroundAllowedByEnvironment).
   enum class Background { kAuto, kOff, kOn };
   // Trainers without a group: encode the step's records as they are written
   // (record_encoder.h); the records are the same bytes either way. Default: kAuto.

@@ -17,8 +17,8 @@
 -- baseline, one step each, and every ratio to it is of medians over the same stretch of time.
 -- "torch64 s" is the median of the baseline's medians over the model's arms so far; "tr/t64"
 -- and "au/t64" divide by the baseline's median beside that runner. "tr cpu s" is the
--- trainer's CPU time per step over all threads (a trainer encodes its records on a
--- background thread when a core is idle: with VTRUN_THREADS below the cores).
+-- trainer's CPU time per step over all threads (a trainer encodes its records and writes its
+-- store on background threads; VTRUN_BACKGROUND=off or idle changes that, API.md).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, then per model.
@@ -91,7 +91,7 @@ end
 -- too: each ratio is measured over the same stretch of time, so a drift in the machine's
 -- speed (other load, clock frequency) moves both sides. CPU seconds (all threads) per step
 -- of the runner, from os.clock: above its wall time when a background thread helps (a
--- trainer encodes its records on an idle core, train/record_encoder.h).
+-- trainer encodes its records and writes its store beside the step).
 local function time_steps(runner, torch64)
   runner:step()
   if torch64 then torch64:step() end

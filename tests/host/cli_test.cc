@@ -94,7 +94,8 @@ TEST_CASE("vtrun --version names every library and --help the options", "[cli]")
   CHECK_THAT(r.err, Contains("cannot open /nonexistent/script.lua"));
 }
 
-TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads", "[cli]") {
+TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads; VTRUN_BACKGROUND",
+          "[cli]") {
   TempDir dir;
   WriteFile(dir.path() + "/mymod.lua", "return {answer = 42}\n");
   auto r = RunProcess({VTRUN_BINARY, "-e", "print(require('mymod').answer)"}, "",
@@ -112,6 +113,13 @@ TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads", "[cl
   r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_THREADS", "lots"}});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("VTRUN_THREADS must be an integer in [1, 1024], got 'lots'"));
+  for (const char* ok : {"on", "idle", "off", ""}) {
+    r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_BACKGROUND", ok}});
+    CHECK(r.out == "1\n");
+  }
+  r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_BACKGROUND", "auto"}});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("VTRUN_BACKGROUND must be 'on', 'idle' or 'off', got 'auto'"));
 }
 
 TEST_CASE("-l requires a module into a global", "[cli]") {
