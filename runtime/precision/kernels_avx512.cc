@@ -169,30 +169,38 @@ VT_AVX512 inline __m512d AbsoluteTerm8(const KernelParams& p, const Lanes& l, co
   return _mm512_mul_pd(_mm512_set1_pd(p.alpha), m);
 }
 
-// The relative window (alpha_scale 0, 0 < band <= 1/4, the paper's) in the integers of the
-// bit patterns. For a magnitude a on the normal FP32 grid (2^-126 <= a < 2^128) the spacing is
-// g = 2^D units in the last place of a, D = 29 + k, so rnd_b(a) is a's bits rounded to a
-// multiple of 2^D, ties to even (the carry into the exponent is the next binade), a is on the
-// grid when its low D bits are zero, and |a - mid| is |low D bits - 2^(D-1)| units, exactly
-// (Sterbenz). The window fl(band * g) is band * 2^D units, exact for band >= 2^-800 (a power
-// of two times a normal double), so `d <= w` is `|low - half| <= floor(band * 2^D)` on
-// integers, and a value a < g/4 (InWindow's tiny case) does not occur. Zeros round, log and
-// replay the same way (their low bits are zero: on the grid). A group of 8 lanes takes this
-// path when every lane is zero or in that range; any other lane (FP32 subnormals, overflow,
-// NaN) sends the group through CellOf8, so the results are CellOf8's bit for bit (tests:
-// round_test "kernel variants agree").
+// The integer path. For a magnitude a on the normal FP32 grid (2^-126 <= a < 2^128) the
+// spacing is g = 2^D units in the last place of a, D = 29 + k, so rnd_b(a) is a's bits rounded
+// to a multiple of 2^D, ties to even (the carry into the exponent is the next binade), a is on
+// the grid when its low D bits are zero, and |a - mid| is |low D bits - 2^(D-1)| units exactly
+// (Sterbenz), and a >= g (no tiny case). The window's comparisons then need no cell:
+// - relative (alpha_scale 0, 0 < band <= 1/4, the paper's): fl(band * g) is band * 2^D units,
+//   exact for band >= 2^-800, so `d <= w` is `|low - half| <= floor(band * 2^D)` on integers.
+//   Zeros round, log and replay alike (their low bits are zero: on the grid).
+// - absolute (band 0, calibrated): d is that distance times the unit, exact in doubles, against
+//   w = the lane's absolute term, for lanes where w <= g/16 (narrow: no EXACT, no wide terms).
+//   Zeros take the cell (their steerable count needs the wide terms).
+// A group of 8 lanes takes this path when every lane qualifies; any other (FP32 subnormals,
+// overflow, NaN, a wide window) sends the group through CellOf8, so the results are CellOf8's
+// bit for bit (tests: round_test "kernel variants agree", magnitude tests per ISA).
 struct BitsWindow {
-  bool usable = false;  // the call's window has this shape
+  bool usable = false;  // the call's window has a shape this path takes
   __m128i shift;        // D
   __m512i low_mask;     // 2^D - 1
   __m512i half;         // 2^(D-1)
   __m512i half_minus_1;
-  __m512i w1, w2;  // floor(band * 2^D), floor(2 * band * 2^D): the windows w and 2w in units
+  __m512i w1, w2;  // relative: floor(band * 2^D), floor(2 * band * 2^D), the windows in units
+  // absolute: subtracted from a's exponent bits, the bits of a's unit in the last place
+  // (2^(E-52)) and of g/16 (2^(E-52+D-4)).
+  __m512i ulp_below, g16_below;
 };
 
+template <Shape kShape>
 VT_AVX512 inline BitsWindow MakeBitsWindow(const KernelParams& p) {
   BitsWindow b;
-  b.usable = p.alpha_scale == 0.0 && p.band >= 0x1p-800 && p.band <= 0.25 && p.k <= 22;
+  b.usable = p.k <= 22 &&
+             (kShape == Shape::kAbsolute || (kShape == Shape::kRelative && p.alpha_scale == 0.0 &&
+                                             p.band >= 0x1p-800 && p.band <= 0.25));
   if (!b.usable) return b;
   const int d = 29 + static_cast<int>(p.k);
   b.shift = _mm_cvtsi64_si128(d);
@@ -201,10 +209,12 @@ VT_AVX512 inline BitsWindow MakeBitsWindow(const KernelParams& p) {
   b.half_minus_1 = _mm512_set1_epi64(static_cast<long long>((uint64_t{1} << (d - 1)) - 1));
   b.w1 = _mm512_set1_epi64(static_cast<long long>(std::ldexp(p.band, d)));
   b.w2 = _mm512_set1_epi64(static_cast<long long>(std::ldexp(2.0 * p.band, d)));
+  b.ulp_below = _mm512_set1_epi64(static_cast<long long>(uint64_t{52} << 52));
+  b.g16_below = _mm512_set1_epi64(static_cast<long long>(uint64_t(56 - d) << 52));
   return b;
 }
 
-// The bit patterns of 8 lanes split for the integer path: whether it applies to all of them.
+// The bit patterns of 8 lanes split for the integer path.
 struct BitLanes {
   __m512i sign, u;  // sign bits and |x| bits
   __m512i r;        // rnd_b(|x|) bits
@@ -213,6 +223,8 @@ struct BitLanes {
   __mmask8 up;      // r > a
 };
 
+// Whether every valid lane qualifies (zeros too when kZeros); if so, fills `l`.
+template <bool kZeros>
 VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8 valid,
                                   BitLanes* l) {
   const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
@@ -222,7 +234,9 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   const __mmask8 normal = _mm512_cmplt_epu64_mask(
       _mm512_sub_epi64(l->u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
       _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
-  if (static_cast<__mmask8>(normal | _mm512_testn_epi64_mask(l->u, l->u)) != 0xff) return false;
+  const __mmask8 other =
+      kZeros ? _mm512_testn_epi64_mask(l->u, l->u) : static_cast<__mmask8>(~valid);
+  if (static_cast<__mmask8>(normal | other) != 0xff) return false;
   const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(l->u, b.shift), _mm512_set1_epi64(1));
   l->r = _mm512_andnot_si512(b.low_mask,
                              _mm512_add_epi64(_mm512_add_epi64(l->u, b.half_minus_1), lsb));
@@ -232,17 +246,49 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   return true;
 }
 
-// RoundLog8 on the integer path (kRelative): false, writing nothing, when it does not apply.
-VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const double* x, double* out,
-                                    __mmask8 valid, __m512i* max_r, int64_t* steerable,
-                                    __m128i* states) {
+// An absolute window's w for 8 lanes of BitLanesOf8<false>, and d = |a - mid| in doubles:
+// false when some valid lane's window is not narrow (w <= g/16 fails, NaN included). The
+// magnitude checks fold into `bad_m` only when it is (the cell's path folds its own).
+template <Mag kMag>
+VT_AVX512 inline bool AbsoluteBits8(const BitsWindow& b, const KernelParams& p, const BitLanes& l,
+                                    const double* mag, __mmask8 valid, __m512d* w, __m512d* d,
+                                    __mmask8* bad_m) {
+  Lanes cell;
+  cell.a = _mm512_castsi512_pd(l.u);
+  __mmask8 bad = 0;
+  *w = AbsoluteTerm8<kMag>(p, cell, mag, valid, &bad);
+  const __m512i exponent = _mm512_and_si512(l.u, _mm512_set1_epi64(0x7ff0000000000000ll));
+  const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
+  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(*w, g16, _CMP_LE_OQ) | ~valid) != 0xff) {
+    return false;
+  }
+  *bad_m |= bad;
+  const __m512d ulp = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.ulp_below));
+  *d = _mm512_mul_pd(_mm512_cvtepi64_pd(l.dist), ulp);
+  return true;
+}
+
+// RoundLog8 on the integer path: false, writing nothing, when it does not apply.
+template <Shape kShape, Mag kMag>
+VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, const double* x,
+                                    const double* mag, double* out, __mmask8 valid, __m512i* max_r,
+                                    int64_t* steerable, __mmask8* bad_m, __m128i* states) {
   BitLanes l;
-  if (!BitLanesOf8(b, x, valid, &l)) return false;
-  *max_r = _mm512_max_epu64(*max_r, l.r);
+  if (!BitLanesOf8<kShape == Shape::kRelative>(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
-  const __mmask8 logged = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
-  *steerable +=
-      __builtin_popcount(static_cast<unsigned>(_mm512_mask_cmple_epi64_mask(off, l.dist, b.w2)));
+  __mmask8 logged, steer;
+  if (kShape == Shape::kRelative) {
+    logged = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
+    steer = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w2);
+  } else {
+    __m512d w, d;
+    if (!AbsoluteBits8<kMag>(b, p, l, mag, valid, &w, &d, bad_m)) return false;
+    const __mmask8 open = _mm512_mask_cmp_pd_mask(off, w, _mm512_setzero_pd(), _CMP_GT_OQ);
+    logged = _mm512_mask_cmp_pd_mask(open, d, w, _CMP_LE_OQ);
+    steer = _mm512_mask_cmp_pd_mask(open, d, _mm512_mul_pd(_mm512_set1_pd(2.0), w), _CMP_LE_OQ);
+  }
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  *steerable += Count(steer);
   const __mmask8 dir_up = static_cast<__mmask8>(l.up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   const __m512i s = _mm512_maskz_mov_epi64(
       logged, _mm512_mask_mov_epi64(_mm512_set1_epi64(1), dir_up, _mm512_set1_epi64(2)));
@@ -328,11 +374,12 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   int64_t steerable = 0;
   // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
   // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
-  const BitsWindow bits = kShape == Shape::kRelative ? MakeBitsWindow(p) : BitsWindow{};
+  const BitsWindow bits = kShape != Shape::kGeneral ? MakeBitsWindow<kShape>(p) : BitsWindow{};
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     __m128i s;
-    if (kShape == Shape::kRelative && bits.usable &&
-        RoundLogBits8(bits, x + j, out + j, valid, &max_r, &steerable, &s)) {
+    if (kShape != Shape::kGeneral && bits.usable &&
+        RoundLogBits8<kShape, kMag>(bits, p, x + j, m_at(j), out + j, valid, &max_r, &steerable,
+                                    &bad_m, &s)) {
       return s;
     }
     return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
@@ -367,16 +414,34 @@ struct ReplayCounts {
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
 
-// Replay8 on the integer path (kRelative, BitsWindow): false, writing nothing, when it does
-// not apply. Corrections move by g and values on the grid compare their distance to the
-// nearest midpoint in doubles, as Replay8 does; both are rare, so g is only built for them.
+// Replay8 on the integer path: false, writing nothing, when it does not apply. Corrections
+// move by g and values on the grid compare their distance to the nearest midpoint in doubles,
+// as Replay8 does; both are rare, so g is only built for them.
+template <Shape kShape, Mag kMag>
 VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, const double* x,
-                                  const uint8_t* states, double* out, __mmask8 valid,
-                                  ReplayCounts* c, __m512i* max_r) {
+                                  const double* mag, const uint8_t* states, double* out,
+                                  __mmask8 valid, ReplayCounts* c, __m512i* max_r,
+                                  __mmask8* bad_m) {
   BitLanes l;
-  if (!BitLanesOf8(b, x, valid, &l)) return false;
-  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
+  if (!BitLanesOf8<kShape == Shape::kRelative>(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
+  __mmask8 far, near, steer;
+  __m512d w_abs = _mm512_setzero_pd();  // absolute: the window
+  if (kShape == Shape::kRelative) {
+    far = _mm512_mask_cmpgt_epi64_mask(off, l.dist, b.w2);
+    near = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
+    steer = static_cast<__mmask8>(off & ~far);
+  } else {
+    __m512d d;
+    if (!AbsoluteBits8<kMag>(b, p, l, mag, valid, &w_abs, &d, bad_m)) return false;
+    const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w_abs);
+    const __mmask8 in2 = _mm512_mask_cmp_pd_mask(off, d, w2, _CMP_LE_OQ);
+    const __mmask8 shut = _mm512_cmp_pd_mask(w_abs, _mm512_setzero_pd(), _CMP_EQ_OQ);
+    far = static_cast<__mmask8>((off & ~in2) | shut);
+    near = _mm512_mask_cmp_pd_mask(off, d, w_abs, _CMP_LE_OQ);
+    steer = static_cast<__mmask8>(in2 & ~shut);
+  }
+  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
   const __mmask8 st_none = _mm512_mask_cmpeq_epi64_mask(valid, st, _mm512_setzero_si512());
   const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
   const __mmask8 is_dir =
@@ -386,8 +451,6 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
   const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
   const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid);
   __m512i result = l.r;
-  __mmask8 far = _mm512_mask_cmpgt_epi64_mask(off, l.dist, b.w2);
-  __mmask8 near = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
   if (static_cast<__mmask8>(move_up | move_down | on_grid) != 0) {
     const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
     Lanes lanes;
@@ -399,14 +462,15 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     result = _mm512_castpd_si512(moved);
     c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
     if (on_grid != 0) {
-      const __m512d w = _mm512_mul_pd(_mm512_set1_pd(p.band), lanes.g);
+      const __m512d w =
+          kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), lanes.g) : w_abs;
       const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
       const __m512d on_grid_mid = OnGridMid8(lanes, k_minus_23);
       far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
       near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
     }
   }
-  c->steerable += Count(_mm512_mask_cmple_epi64_mask(off, l.dist, b.w2));
+  c->steerable += Count(steer);
   c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
   c->near_misses += Count(static_cast<__mmask8>(st_none & near));
   *max_r = _mm512_max_epu64(*max_r, _mm512_max_epu64(l.r, result));
@@ -494,10 +558,11 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
     return kMag == Mag::kArray ? mag + j : nullptr;
   };
   // kRelative replays any band > 0; the integer path only takes the paper's (<= 1/4).
-  const BitsWindow bits = kShape == Shape::kRelative ? MakeBitsWindow(p) : BitsWindow{};
+  const BitsWindow bits = kShape != Shape::kGeneral ? MakeBitsWindow<kShape>(p) : BitsWindow{};
   auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
-    if (kShape == Shape::kRelative && bits.usable &&
-        ReplayBits8(bits, p, x + i, states + i, out + i, valid, &c, &max_r)) {
+    if (kShape != Shape::kGeneral && bits.usable &&
+        ReplayBits8<kShape, kMag>(bits, p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r,
+                                  &bad_m)) {
       return;
     }
     Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r, &bad_m);

@@ -270,6 +270,21 @@ TEST_CASE("bad magnitudes are errors naming the boundary and index", "[precision
   prec::Round(x, o, &r, where, ToTensor({1.0, 2.0, 3.0}));
   CHECK_THROWS_WITH(prec::Replay(x, r, o, where, ToTensor({1.0, 2.0, -2.0})),
                     Catch::Contains("index 2"));
+  // With band 0 (calibrated windows) on whole groups of normal values, where the AVX-512
+  // kernels take their integer path, every kernel variant checks the magnitudes too.
+  IsaGuard guard;
+  const at::Tensor many = at::linspace(1.0, 2.0, 64, at::kDouble);
+  const at::Tensor good = at::full({64}, 0x1p-30, at::kDouble);
+  at::Tensor bad = good.clone();
+  bad[37] = -0x1p-30;
+  const RoundOptions calibrated = Options(0.0, 1.0);
+  for (auto isa : prec::SupportedKernelIsas()) {
+    prec::SetKernelIsa(isa);
+    INFO(prec::KernelIsaName(isa));
+    CHECK_THROWS_WITH(prec::Round(many, calibrated, &r, where, bad), Catch::Contains("index 37"));
+    prec::Round(many, calibrated, &r, where, good);
+    CHECK_THROWS_WITH(prec::Replay(many, r, calibrated, where, bad), Catch::Contains("index 37"));
+  }
   // A magnitude below |x| is allowed: it bounds the terms whose computation can differ
   // between machines, which for a sum of a rounded value and a small computed one is the
   // small one's, and 0 for values every party computes alike.
