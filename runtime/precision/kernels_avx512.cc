@@ -179,7 +179,8 @@ VT_AVX512 inline __m512d AbsoluteTerm8(const KernelParams& p, const Lanes& l, co
 //   Zeros round, log and replay alike (their low bits are zero: on the grid).
 // - absolute (band 0, calibrated): d is that distance times the unit, exact in doubles, against
 //   w = the lane's absolute term, for lanes where w <= g/16 (narrow: no EXACT, no wide terms).
-//   Zeros take the cell (their steerable count needs the wide terms).
+//   A zero (any w) logs nothing; the wide terms (Wide8) make it steerable when w > g0/4 and,
+//   replaying, too wide for a direction when w > g0/2, g0 = 2^(k-149) the spacing at zero.
 // A group of 8 lanes takes this path when every lane qualifies; any other (FP32 subnormals,
 // overflow, NaN, a wide window) sends the group through CellOf8, so the results are CellOf8's
 // bit for bit (tests: round_test "kernel variants agree", magnitude tests per ISA).
@@ -191,8 +192,9 @@ struct BitsWindow {
   __m512i half_minus_1;
   __m512i w1, w2;  // relative: floor(band * 2^D), floor(2 * band * 2^D), the windows in units
   // absolute: subtracted from a's exponent bits, the bits of a's unit in the last place
-  // (2^(E-52)) and of g/16 (2^(E-52+D-4)).
+  // (2^(E-52)) and of g/16 (2^(E-52+D-4)); g0/4 and g0/2 for zeros.
   __m512i ulp_below, g16_below;
+  __m512d zero_quarter, zero_half;
 };
 
 template <Shape kShape>
@@ -211,6 +213,8 @@ VT_AVX512 inline BitsWindow MakeBitsWindow(const KernelParams& p) {
   b.w2 = _mm512_set1_epi64(static_cast<long long>(std::ldexp(2.0 * p.band, d)));
   b.ulp_below = _mm512_set1_epi64(static_cast<long long>(uint64_t{52} << 52));
   b.g16_below = _mm512_set1_epi64(static_cast<long long>(uint64_t(56 - d) << 52));
+  b.zero_quarter = _mm512_set1_pd(std::ldexp(1.0, static_cast<int>(p.k) - 151));
+  b.zero_half = _mm512_set1_pd(std::ldexp(1.0, static_cast<int>(p.k) - 150));
   return b;
 }
 
@@ -223,8 +227,7 @@ struct BitLanes {
   __mmask8 up;      // r > a
 };
 
-// Whether every valid lane qualifies (zeros too when kZeros); if so, fills `l`.
-template <bool kZeros>
+// Whether every valid lane is zero or on the normal grid; if so, fills `l`.
 VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8 valid,
                                   BitLanes* l) {
   const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
@@ -234,9 +237,7 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   const __mmask8 normal = _mm512_cmplt_epu64_mask(
       _mm512_sub_epi64(l->u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
       _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
-  const __mmask8 other =
-      kZeros ? _mm512_testn_epi64_mask(l->u, l->u) : static_cast<__mmask8>(~valid);
-  if (static_cast<__mmask8>(normal | other) != 0xff) return false;
+  if (static_cast<__mmask8>(normal | _mm512_testn_epi64_mask(l->u, l->u)) != 0xff) return false;
   const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(l->u, b.shift), _mm512_set1_epi64(1));
   l->r = _mm512_andnot_si512(b.low_mask,
                              _mm512_add_epi64(_mm512_add_epi64(l->u, b.half_minus_1), lsb));
@@ -246,9 +247,10 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   return true;
 }
 
-// An absolute window's w for 8 lanes of BitLanesOf8<false>, and d = |a - mid| in doubles:
-// false when some valid lane's window is not narrow (w <= g/16 fails, NaN included). The
-// magnitude checks fold into `bad_m` only when it is (the cell's path folds its own).
+// An absolute window's w for 8 lanes of BitLanesOf8, and d = |a - mid| in doubles (for the
+// nonzero lanes): false when some valid nonzero lane's window is not narrow (w <= g/16 fails,
+// NaN included). The magnitude checks fold into `bad_m` only when it is (the cell's path
+// folds its own).
 template <Mag kMag>
 VT_AVX512 inline bool AbsoluteBits8(const BitsWindow& b, const KernelParams& p, const BitLanes& l,
                                     const double* mag, __mmask8 valid, __m512d* w, __m512d* d,
@@ -259,7 +261,8 @@ VT_AVX512 inline bool AbsoluteBits8(const BitsWindow& b, const KernelParams& p, 
   *w = AbsoluteTerm8<kMag>(p, cell, mag, valid, &bad);
   const __m512i exponent = _mm512_and_si512(l.u, _mm512_set1_epi64(0x7ff0000000000000ll));
   const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
-  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(*w, g16, _CMP_LE_OQ) | ~valid) != 0xff) {
+  const __mmask8 zero_or_missing = _mm512_testn_epi64_mask(l.u, l.u);
+  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(*w, g16, _CMP_LE_OQ) | zero_or_missing) != 0xff) {
     return false;
   }
   *bad_m |= bad;
@@ -274,7 +277,7 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
                                     const double* mag, double* out, __mmask8 valid, __m512i* max_r,
                                     int64_t* steerable, __mmask8* bad_m, __m128i* states) {
   BitLanes l;
-  if (!BitLanesOf8<kShape == Shape::kRelative>(b, x, valid, &l)) return false;
+  if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
   __mmask8 logged, steer;
   if (kShape == Shape::kRelative) {
@@ -286,6 +289,8 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
     const __mmask8 open = _mm512_mask_cmp_pd_mask(off, w, _mm512_setzero_pd(), _CMP_GT_OQ);
     logged = _mm512_mask_cmp_pd_mask(open, d, w, _CMP_LE_OQ);
     steer = _mm512_mask_cmp_pd_mask(open, d, _mm512_mul_pd(_mm512_set1_pd(2.0), w), _CMP_LE_OQ);
+    const __mmask8 zero = _mm512_mask_testn_epi64_mask(valid, l.u, l.u);
+    steer |= _mm512_mask_cmp_pd_mask(zero, w, b.zero_quarter, _CMP_GT_OQ);
   }
   *max_r = _mm512_max_epu64(*max_r, l.r);
   *steerable += Count(steer);
@@ -423,7 +428,7 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
                                   __mmask8 valid, ReplayCounts* c, __m512i* max_r,
                                   __mmask8* bad_m) {
   BitLanes l;
-  if (!BitLanesOf8<kShape == Shape::kRelative>(b, x, valid, &l)) return false;
+  if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
   __mmask8 far, near, steer;
   __m512d w_abs = _mm512_setzero_pd();  // absolute: the window
@@ -437,9 +442,12 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w_abs);
     const __mmask8 in2 = _mm512_mask_cmp_pd_mask(off, d, w2, _CMP_LE_OQ);
     const __mmask8 shut = _mm512_cmp_pd_mask(w_abs, _mm512_setzero_pd(), _CMP_EQ_OQ);
-    far = static_cast<__mmask8>((off & ~in2) | shut);
+    const __mmask8 zero = _mm512_mask_testn_epi64_mask(valid, l.u, l.u);
+    far = static_cast<__mmask8>((off & ~in2) | shut |
+                                _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ));
     near = _mm512_mask_cmp_pd_mask(off, d, w_abs, _CMP_LE_OQ);
-    steer = static_cast<__mmask8>(in2 & ~shut);
+    steer = static_cast<__mmask8>((in2 & ~shut) |
+                                  _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ));
   }
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
   const __mmask8 st_none = _mm512_mask_cmpeq_epi64_mask(valid, st, _mm512_setzero_si512());

@@ -572,8 +572,11 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
     uint64_t k;
     double band, alpha_scale;
   };
-  const Shape shapes[] = {{0, 0.25, 0.0}, {0, 0.0, P2(-30)}, {3, 0.1, P2(-40)},
-                          {0, 0.5, 0.0},  {9, 0.0, 0.0},     {0, 0.2, P2(-140)}};
+  // Band 0 with an absolute term between a quarter and half the spacing at zero (2^(k-149)):
+  // zeros are steerable there but not too wide for a direction.
+  const Shape shapes[] = {
+      {0, 0.25, 0.0}, {0, 0.0, P2(-30)},  {3, 0.1, P2(-40)},        {0, 0.5, 0.0},
+      {9, 0.0, 0.0},  {0, 0.2, P2(-140)}, {0, 0.0, 1.5 * P2(-151)}, {4, 0.0, 1.5 * P2(-147)}};
   for (const Shape& shape : shapes) {
     vt::precision::KernelParams p;
     p.k = shape.k;
