@@ -364,13 +364,18 @@ Store::Handles::~Handles() {
 }
 
 void Store::Close() {
-  // A step written behind goes in first; if it failed, the store still closes, then says so.
-  std::lock_guard<std::mutex> b(behind_mu_);
+  // A step written behind goes in first, and no other is handed over after it; if it failed,
+  // the store still closes, then says so. behind_mu_ is let go before waiting for the calls in
+  // flight: one of them may itself wait for a write behind.
   std::string behind_failed;
-  try {
-    WaitBehindLocked();
-  } catch (const Error& e) {
-    behind_failed = e.what();
+  {
+    std::lock_guard<std::mutex> b(behind_mu_);
+    closing_ = true;
+    try {
+      WaitBehindLocked();
+    } catch (const Error& e) {
+      behind_failed = e.what();
+    }
   }
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!h_) {
@@ -384,13 +389,14 @@ void Store::Close() {
   h_.reset();
   run_states_.clear();
   next_transcript_seq_.clear();
-  if (!behind_failed.empty()) throw Error(behind_failed);
+  std::string failed = behind_failed;
   if (!flushed.ok()) {
-    throw Error("store '" + path_ +
-                "' closed, but flushing it to SST files failed (what was written stays in the "
-                "write-ahead log and is recovered by the next open): " +
-                flushed.ToString());
+    failed += (failed.empty() ? "" : "; and ") + std::string("store '") + path_ +
+              "' closed, but flushing it to SST files failed (what was written stays in the "
+              "write-ahead log and is recovered by the next open): " +
+              flushed.ToString();
   }
+  if (!failed.empty()) throw Error(failed);
 }
 
 rocksdb::Status Store::FlushAll() {

@@ -312,6 +312,7 @@ class Store {
   mutable std::future<void> behind_;
   std::string behind_what_;
   mutable std::string behind_failed_;
+  bool closing_ = false;        // Close has begun: no step is handed over any more (behind_mu_)
   std::unique_ptr<Handles> h_;  // null once closed
   // Readers: the database reopened after its writer left (Refresh), not again until another
   // writer has come and gone.

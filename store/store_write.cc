@@ -208,6 +208,7 @@ void Store::WriteStepBehind(std::string_view run, uint64_t step, std::vector<Log
   ValidateId(run, "run id");
   std::lock_guard<std::mutex> b(behind_mu_);
   WaitBehindLocked();
+  if (closing_) throw Error("store '" + path_ + "' is closed");
   {
     auto g = OpenLock();
     std::lock_guard<std::mutex> w(write_mu_);
