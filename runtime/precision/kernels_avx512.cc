@@ -225,6 +225,7 @@ struct BitLanes {
   __m512i dist;     // |low D bits - 2^(D-1)|: |a - mid| in units of the last place
   __mmask8 off;     // off the grid
   __mmask8 up;      // r > a
+  __mmask8 zero;    // zeros (and missing lanes)
 };
 
 // Whether every valid lane is zero or on the normal grid; if so, fills `l`.
@@ -237,7 +238,8 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   const __mmask8 normal = _mm512_cmplt_epu64_mask(
       _mm512_sub_epi64(l->u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
       _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
-  if (static_cast<__mmask8>(normal | _mm512_testn_epi64_mask(l->u, l->u)) != 0xff) return false;
+  l->zero = _mm512_testn_epi64_mask(l->u, l->u);
+  if (static_cast<__mmask8>(normal | l->zero) != 0xff) return false;
   const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(l->u, b.shift), _mm512_set1_epi64(1));
   l->r = _mm512_andnot_si512(b.low_mask,
                              _mm512_add_epi64(_mm512_add_epi64(l->u, b.half_minus_1), lsb));
@@ -261,8 +263,7 @@ VT_AVX512 inline bool AbsoluteBits8(const BitsWindow& b, const KernelParams& p, 
   *w = AbsoluteTerm8<kMag>(p, cell, mag, valid, &bad);
   const __m512i exponent = _mm512_and_si512(l.u, _mm512_set1_epi64(0x7ff0000000000000ll));
   const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
-  const __mmask8 zero_or_missing = _mm512_testn_epi64_mask(l.u, l.u);
-  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(*w, g16, _CMP_LE_OQ) | zero_or_missing) != 0xff) {
+  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(*w, g16, _CMP_LE_OQ) | l.zero) != 0xff) {
     return false;
   }
   *bad_m |= bad;
@@ -289,8 +290,8 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
     const __mmask8 open = _mm512_mask_cmp_pd_mask(off, w, _mm512_setzero_pd(), _CMP_GT_OQ);
     logged = _mm512_mask_cmp_pd_mask(open, d, w, _CMP_LE_OQ);
     steer = _mm512_mask_cmp_pd_mask(open, d, _mm512_mul_pd(_mm512_set1_pd(2.0), w), _CMP_LE_OQ);
-    const __mmask8 zero = _mm512_mask_testn_epi64_mask(valid, l.u, l.u);
-    steer |= _mm512_mask_cmp_pd_mask(zero, w, b.zero_quarter, _CMP_GT_OQ);
+    const __mmask8 zero = static_cast<__mmask8>(l.zero & valid);
+    if (zero != 0) steer |= _mm512_mask_cmp_pd_mask(zero, w, b.zero_quarter, _CMP_GT_OQ);
   }
   *max_r = _mm512_max_epu64(*max_r, l.r);
   *steerable += Count(steer);
@@ -442,12 +443,13 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w_abs);
     const __mmask8 in2 = _mm512_mask_cmp_pd_mask(off, d, w2, _CMP_LE_OQ);
     const __mmask8 shut = _mm512_cmp_pd_mask(w_abs, _mm512_setzero_pd(), _CMP_EQ_OQ);
-    const __mmask8 zero = _mm512_mask_testn_epi64_mask(valid, l.u, l.u);
-    far = static_cast<__mmask8>((off & ~in2) | shut |
-                                _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ));
+    far = static_cast<__mmask8>((off & ~in2) | shut);
     near = _mm512_mask_cmp_pd_mask(off, d, w_abs, _CMP_LE_OQ);
-    steer = static_cast<__mmask8>((in2 & ~shut) |
-                                  _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ));
+    steer = static_cast<__mmask8>(in2 & ~shut);
+    if (const __mmask8 zero = static_cast<__mmask8>(l.zero & valid); zero != 0) {
+      far |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ);
+      steer |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ);
+    }
   }
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
   const __mmask8 st_none = _mm512_mask_cmpeq_epi64_mask(valid, st, _mm512_setzero_si512());
