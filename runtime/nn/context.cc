@@ -246,15 +246,19 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   const bool in_place = owned && input.is_same(x) && x.is_contiguous() && !tampers;
   int64_t steerable = 0;  // the trainer's own estimate (RoundStats::steerable)
   double scale = 0.0;     // max |x| when alpha > 0 (RoundStats::scale)
-  auto round = [&](precision::LogRecord* record) {
+  // The trace's checksum of the rounded values, computed as the kernels write them (a
+  // tampering trainer changes them afterwards: Trace checksums those).
+  uint32_t crc = 0;
+  auto round = [&](precision::LogRecord* record, uint32_t* output_crc = nullptr) {
     if (!in_place) {
-      precision::RoundResult r = precision::Round(input, options, record, where, magnitude);
+      precision::RoundResult r =
+          precision::Round(input, options, record, where, magnitude, output_crc);
       steerable = r.stats.steerable;
       scale = r.stats.scale;
       return r.rounded;
     }
     const precision::RoundStats stats =
-        precision::RoundInto(input, input, options, record, where, magnitude);
+        precision::RoundInto(input, input, options, record, where, magnitude, output_crc);
     steerable = stats.steerable;
     scale = stats.scale;
     return input;
@@ -269,7 +273,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       // An exact boundary (calibrated: no divergence between machines) rounds to nearest,
       // ties to even, and logs nothing, so ties are not steerable either.
       const bool exact_boundary = w.band == 0.0 && w.alpha == 0.0;
-      at::Tensor rounded = round(exact_boundary ? nullptr : &record);
+      at::Tensor rounded = round(exact_boundary ? nullptr : &record, tampers ? nullptr : &crc);
       if (exact_boundary) record.ResetToNone(input.numel());
       // A tampering trainer ignores that rule too (its entries there are illegitimate).
       if (tampers) {
@@ -281,7 +285,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       s.exact += record.counts().exact;
       s.steerable += steerable;
       if (sink_ != nullptr) sink_->Written(key, record);
-      Trace(boundary, call, rounded);
+      if (tampers) {
+        Trace(boundary, call, rounded);
+      } else {
+        TraceCrc(boundary, call, crc);
+      }
       return rounded.view(x.sizes());
     }
     case Mode::kReplay: {
@@ -300,10 +308,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       }
       precision::ReplayResult r;
       if (in_place) {
-        r.report = precision::ReplayInto(input, it->second, input, options, where, magnitude);
+        r.report = precision::ReplayInto(input, it->second, input, options, where, magnitude, &crc);
         r.rounded = input;
       } else {
-        r = precision::Replay(input, it->second, options, where, magnitude);
+        r = precision::Replay(input, it->second, options, where, magnitude, &crc);
       }
       ++used_records_;
       s.logged += r.report.logged;
@@ -312,7 +320,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       s.illegitimate += r.report.illegitimate;
       s.near_misses += r.report.near_misses;
       s.steerable += r.report.steerable;
-      Trace(boundary, call, r.rounded);
+      TraceCrc(boundary, call, crc);
       return r.rounded.view(x.sizes());
     }
     default:
@@ -342,9 +350,12 @@ uint32_t ParallelCrc32c(const uint8_t* p, size_t n) {
 }  // namespace
 
 void StepContext::Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded) {
-  const uint32_t crc =
-      ParallelCrc32c(static_cast<const uint8_t*>(rounded.data_ptr()),
-                     static_cast<size_t>(rounded.numel()) * rounded.element_size());
+  TraceCrc(boundary, call,
+           ParallelCrc32c(static_cast<const uint8_t*>(rounded.data_ptr()),
+                          static_cast<size_t>(rounded.numel()) * rounded.element_size()));
+}
+
+void StepContext::TraceCrc(const std::string& boundary, int32_t call, uint32_t crc) {
   trace_[{boundary, call}] = crc;
   if (!divergence_.empty() || expected_trace_.empty()) return;
   auto it = expected_trace_.find({boundary, call});

@@ -336,6 +336,8 @@ class StepContext {
                    BoundaryStats* stats) const;
 
   void Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded);
+  // Trace with the rounded values' CRC-32C already computed (precision::RoundInto's output_crc).
+  void TraceCrc(const std::string& boundary, int32_t call, uint32_t crc);
   // The offer for x that is still valid (null when none).
   const Offer* ValidOffer(const at::Tensor& x) const;
   void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);

@@ -14,6 +14,7 @@
 #include "runtime/common/error.h"
 #include "runtime/precision/window.h"
 #include "runtime/tensor/dtype.h"
+#include "store/crc32c.h"
 
 namespace vt::precision {
 namespace {
@@ -173,6 +174,46 @@ void ForMagnitudeBlocks(const Magnitude& mag, const double* array, int64_t begin
   }
 }
 
+// Elements per checksummed block of an output: store::kCrc32cBlock bytes.
+constexpr int64_t kCrcBlock = static_cast<int64_t>(store::kCrc32cBlock / sizeof(double));
+
+uint32_t BlockCrc(const double* out, int64_t begin, int64_t count) {
+  return store::Crc32cExtend(0, reinterpret_cast<const uint8_t*>(out + begin),
+                             static_cast<size_t>(count) * sizeof(double));
+}
+
+// Calls span(begin, end) over [0, n) on LibTorch's threads. With `crcs`, the ranges are whole
+// blocks of kCrcBlock elements, each checksummed right after its span wrote it to `out`, while
+// it is still in cache (a pass over the whole output afterwards reads it back from memory):
+// crcs[b] is block b's CRC-32C, for the n / kCrcBlock full blocks (JoinCrcs adds the rest).
+template <class Span>
+void ForOutputBlocks(int64_t n, const double* out, std::vector<uint32_t>* crcs, Span span) {
+  if (crcs == nullptr) {
+    at::parallel_for(0, n, kGrain, span);
+    return;
+  }
+  const int64_t full = n / kCrcBlock;
+  crcs->assign(static_cast<size_t>(full), 0);
+  const int64_t blocks = full + (n % kCrcBlock != 0 ? 1 : 0);
+  at::parallel_for(0, blocks, kGrain / kCrcBlock, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t begin = b * kCrcBlock;
+      span(begin, std::min(n, begin + kCrcBlock));
+      if (b < full) (*crcs)[static_cast<size_t>(b)] = BlockCrc(out, begin, kCrcBlock);
+    }
+  });
+}
+
+// The CRC-32C of out's n doubles from the CRCs of its full blocks (ForOutputBlocks), the same
+// value as one Crc32cExtend over them.
+uint32_t JoinCrcs(const std::vector<uint32_t>& crcs, const double* out, int64_t n) {
+  uint32_t crc = crcs.empty() ? 0 : crcs[0];
+  for (size_t b = 1; b < crcs.size(); ++b) crc = store::Crc32cAppendBlock(crc, crcs[b]);
+  const int64_t done = static_cast<int64_t>(crcs.size()) * kCrcBlock;
+  return store::Crc32cExtend(crc, reinterpret_cast<const uint8_t*>(out + done),
+                             static_cast<size_t>(n - done) * sizeof(double));
+}
+
 // Reports the first element whose magnitude breaks its contract (round.h). Must not return.
 [[noreturn]] void ReportBadMagnitude(const Magnitude& mag, int64_t n,
                                      const BoundaryContext& context) {
@@ -251,7 +292,8 @@ double RoundValue(double x, int bits) {
 }
 
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
-                     LogRecord* log, const BoundaryContext& context, const Magnitude& magnitude) {
+                     LogRecord* log, const BoundaryContext& context, const Magnitude& magnitude,
+                     uint32_t* output_crc) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -272,7 +314,8 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
 
   std::mutex mu;
   RoundTally total;
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+  std::vector<uint32_t> crcs;
+  ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     RoundTally t;
     ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
       RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t, m);
@@ -299,23 +342,25 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
     if (total.exact > 0) exact = CollectExact(states, op, n, total.exact);
     log->FinishWrite(stats.counts, std::move(exact));
   }
+  if (output_crc != nullptr) *output_crc = JoinCrcs(crcs, op, n);
   return stats;
 }
 
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log,
-                  const BoundaryContext& context, const Magnitude& magnitude) {
+                  const BoundaryContext& context, const Magnitude& magnitude,
+                  uint32_t* output_crc) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
   RoundResult result;
   result.rounded = at::empty(xc.sizes(), xc.options());
-  result.stats = RoundInto(xc, result.rounded, options, log, context, magnitude);
+  result.stats = RoundInto(xc, result.rounded, options, log, context, magnitude, output_crc);
   return result;
 }
 
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context,
-                        const Magnitude& magnitude) {
+                        const Magnitude& magnitude, uint32_t* output_crc) {
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -349,7 +394,8 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   const uint8_t* states = log.states();
   std::mutex mu;
   ReplayTally total;
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+  std::vector<uint32_t> crcs;
+  ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     ReplayTally t;
     ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
       ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);
@@ -402,6 +448,16 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
     }
     op[exact[j].position] = v;
   }
+  if (output_crc != nullptr) {
+    // The blocks an EXACT value changed after they were checksummed, again.
+    for (const ExactEntry& e : exact) {
+      const int64_t b = e.position / kCrcBlock;
+      if (b < static_cast<int64_t>(crcs.size())) {
+        crcs[static_cast<size_t>(b)] = BlockCrc(op, b * kCrcBlock, kCrcBlock);
+      }
+    }
+    *output_crc = JoinCrcs(crcs, op, n);
+  }
   report.corrections = total.corrections;
   report.illegitimate = total.illegitimate;
   report.near_misses = total.near_misses;
@@ -410,13 +466,14 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
 }
 
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context, const Magnitude& magnitude) {
+                    const BoundaryContext& context, const Magnitude& magnitude,
+                    uint32_t* output_crc) {
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
   ReplayResult result;
   result.rounded = at::empty(xc.sizes(), xc.options());
-  result.report = ReplayInto(xc, log, result.rounded, options, context, magnitude);
+  result.report = ReplayInto(xc, log, result.rounded, options, context, magnitude, output_crc);
   return result;
 }
 

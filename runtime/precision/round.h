@@ -77,15 +77,19 @@ struct RoundResult {
 // rnd_b of every element of `x`. If `log` is not null it is overwritten with the record of
 // this call (its buffers are reused). Throws vt::Error (see the file comment); on error the
 // contents of `*log` are unspecified.
+// With `output_crc`, *output_crc is the CRC-32C (store/crc32c.h) of the rounded values' bytes,
+// computed block by block as the blocks are written (cheaper than a pass over the output
+// afterwards, which reads it back from memory).
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log = nullptr,
-                  const BoundaryContext& context = {}, const Magnitude& magnitude = {});
+                  const BoundaryContext& context = {}, const Magnitude& magnitude = {},
+                  uint32_t* output_crc = nullptr);
 
 // As Round, writing into `out`: contiguous CPU float64 with x's number of elements (any
 // shape). `out` may be `x` itself (in place) but must not partially overlap it. On error the
 // contents of `out` and `*log` are unspecified.
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
                      LogRecord* log = nullptr, const BoundaryContext& context = {},
-                     const Magnitude& magnitude = {});
+                     const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
 
 // What a replay found (ROUNDING.md). Each count is over this call's elements.
 struct ReplayReport {
@@ -115,13 +119,15 @@ struct ReplayResult {
 // value. On the grid lo = hi = x'. Throws vt::Error if log.size() != x.numel() ("log record
 // has N elements but the tensor has M"), on NaN/Inf/out-of-range values (also when an UP
 // entry asks for 2^128), and on bad options.
+// `output_crc` as in Round: the CRC-32C of the replayed values (EXACT values included).
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
-                    const BoundaryContext& context = {}, const Magnitude& magnitude = {});
+                    const BoundaryContext& context = {}, const Magnitude& magnitude = {},
+                    uint32_t* output_crc = nullptr);
 
 // As Replay, writing into `out` (same rules as RoundInto's `out`).
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context = {},
-                        const Magnitude& magnitude = {});
+                        const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
 
 struct GridResult {
   at::Tensor lo;  // lo_b(x): the largest grid value <= x. float64, x's shape.

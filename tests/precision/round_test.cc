@@ -17,6 +17,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/random/philox.h"
+#include "store/crc32c.h"
 #include "tests/precision/helpers.h"
 #include "tests/precision/oracle.h"
 
@@ -452,6 +453,50 @@ TEST_CASE("round: results and records do not depend on the thread count") {
   CHECK(one == two);
   CHECK(one.counts().exact > 0);
   CHECK(one.counts().down > 0);
+}
+
+TEST_CASE("round and replay: the output's CRC-32C computed as it is written is its CRC") {
+  // Block by block (store::kCrc32cBlock bytes), each block checksummed as soon as it is
+  // written, joined in order; a replay's EXACT values change blocks after that.
+  constexpr int64_t kBlock = static_cast<int64_t>(vt::store::kCrc32cBlock / sizeof(double));
+  const uint64_t seed = oracle::TestSeed("round: output crc");
+  oracle::ValueGenerator gen(seed);
+  auto crc_of = [](const at::Tensor& t) {
+    return vt::store::Crc32cExtend(0, static_cast<const uint8_t*>(t.data_ptr()),
+                                   static_cast<size_t>(t.numel()) * sizeof(double));
+  };
+  // Values, and a wide window (band 0.5) so that some entries are EXACT.
+  const RoundOptions options = Options(32, 0.5, 0.0);
+  ThreadGuard threads;
+  for (int nthreads : {1, 2}) {
+    at::set_num_threads(nthreads);
+    for (int64_t n : {int64_t{0}, int64_t{1}, kBlock - 1, kBlock, kBlock + 1, 3 * kBlock + 5}) {
+      INFO("n=" << n << " threads=" << nthreads);
+      std::vector<double> xs;
+      for (int64_t i = 0; i < n; ++i) xs.push_back(gen.Any(32) * 1e-3);
+      const at::Tensor x = ToTensor(xs);
+      LogRecord record;
+      uint32_t crc = 0xdeadbeef;
+      const at::Tensor rounded = Round(x, options, &record, {}, {}, &crc).rounded;
+      CHECK(crc == crc_of(rounded));
+      at::Tensor in_place = x.clone();
+      crc = 0xdeadbeef;
+      RoundInto(in_place, in_place, RoundOptions{}, nullptr, {}, {}, &crc);
+      CHECK(crc == crc_of(in_place));
+      if (n > kBlock) REQUIRE(record.counts().exact > 0);
+      // The auditor's values: the trainer's, perturbed, so its EXACT entries change values.
+      const at::Tensor mine = x * (1.0 + 1e-12);
+      crc = 0xdeadbeef;
+      const at::Tensor replayed =
+          vt::precision::Replay(mine, record, options, {}, {}, &crc).rounded;
+      CHECK(crc == crc_of(replayed));
+      at::Tensor replayed_in_place = mine.clone();
+      crc = 0xdeadbeef;
+      vt::precision::ReplayInto(replayed_in_place, record, replayed_in_place, options, {}, {},
+                                &crc);
+      CHECK(crc == crc_of(replayed_in_place));
+    }
+  }
 }
 
 TEST_CASE("round: grid lo and hi match the oracle for every b") {
