@@ -492,6 +492,30 @@ void ReportError(lua_State* L) {
   lua_pop(L, 1);
 }
 
+// os.exit([code [, close]]) ends the process as the end of a script does: the Lua state is
+// closed first, so its objects are finalized (a store closes after the step it is still
+// writing, a runner stops its background work). LuaJIT's own os.exit skips that unless asked,
+// and a process that exits with a store write in flight loses the step or crashes inside it.
+// `close` = false exits at once, as LuaJIT's does. `code`: true (0), false (1) or an integer.
+int OsExit(lua_State* L) {
+  int status = EXIT_SUCCESS;
+  if (lua_isboolean(L, 1)) {
+    status = lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE;
+  } else {
+    status = static_cast<int>(luaL_optinteger(L, 1, EXIT_SUCCESS));
+  }
+  const bool close = lua_isnoneornil(L, 2) || lua_toboolean(L, 2);
+  std::fflush(stdout);
+  if (close) {
+    g_interruptible = nullptr;  // a Ctrl-C now must not hook a closed state
+    SetCrashReportExtra(nullptr);
+    g_crash_state = nullptr;
+    lua_close(L);
+    DefaultGroup().reset();
+  }
+  std::exit(status);
+}
+
 int HostMain(int argc, char** argv) {
   InstallCrashReport();
   LoadCudaKernels();  // before anything asks ATen about CUDA (it keeps the first answer)
@@ -513,6 +537,10 @@ int HostMain(int argc, char** argv) {
     InitializeRuntime();
     ActivateProfile(CurrentProfile());
     L = NewHostState();
+    lua_getglobal(L, "os");
+    lua_pushcfunction(L, OsExit);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
     g_crash_state = L;
     g_crash_state_thread = static_cast<pid_t>(syscall(SYS_gettid));
     SetCrashReportExtra(WriteLuaStack);
