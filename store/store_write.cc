@@ -8,8 +8,6 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -22,6 +20,7 @@
 #include "store/checkpoint_digest.h"
 #include "store/envelope.h"
 #include "store/error.h"
+#include "store/pending_work.h"
 #include "store/records.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -31,30 +30,6 @@ namespace vt::store {
 namespace {
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
-
-// Steps being written behind in this process. A process that exits (std::exit, LuaJIT's
-// os.exit without closing its state) while one is being written would tear RocksDB down under
-// the writing thread: an exit handler waits for them first.
-std::mutex g_behind_count_mu;
-std::condition_variable g_behind_done;
-int g_behind_count = 0;
-
-void WaitForStepsBehindAtExit() {
-  std::unique_lock<std::mutex> lock(g_behind_count_mu);
-  g_behind_done.wait(lock, [] { return g_behind_count == 0; });
-}
-
-void CountStepBehind() {
-  static std::once_flag once;
-  std::call_once(once, [] { std::atexit(WaitForStepsBehindAtExit); });
-  std::lock_guard<std::mutex> lock(g_behind_count_mu);
-  ++g_behind_count;
-}
-
-void UncountStepBehind() {
-  std::lock_guard<std::mutex> lock(g_behind_count_mu);
-  if (--g_behind_count == 0) g_behind_done.notify_all();
-}
 
 // Puts `payload` sealed under `key` without copying the payload into a temporary.
 void PutSealed(rocksdb::WriteBatch* batch, rocksdb::ColumnFamilyHandle* cf, Family f,
@@ -241,32 +216,26 @@ void Store::WriteStepBehind(std::string_view run, uint64_t step, std::vector<Log
     CheckStepWrite(run, step, &records);
   }
   behind_what_ = "step " + std::to_string(step) + " of run " + Quote(run);
-  CountStepBehind();
-  struct Uncount {  // unless the thread starts, which then uncounts
-    bool armed = true;
-    ~Uncount() {
-      if (armed) UncountStepBehind();
-    }
-  } uncount;
-  behind_ =
-      std::async(std::launch::async, [this, run = std::string(run), step,
-                                      records = std::move(records), keep = std::move(keep),
-                                      fail = std::exchange(fail_behind_for_test_, {})]() mutable {
+  PendingWork pending;  // the exit waits for this write (store/pending_work.h)
+  behind_ = std::async(
+      std::launch::async,
+      [this, run = std::string(run), step, records = std::move(records), keep = std::move(keep),
+       fail = std::exchange(fail_behind_for_test_, {}), pending = std::move(pending)]() mutable {
         // The records' bytes go, then the count: the callable itself lives
         // on in the future until the next wait.
         struct Done {
           std::shared_ptr<const void>* keep;
+          PendingWork* pending;
           ~Done() {
             keep->reset();
-            UncountStepBehind();
+            pending->Release();
           }
-        } done{&keep};
+        } done{&keep, &pending};
         if (!fail.empty()) throw Error(fail);
         auto g = OpenLock();
         std::lock_guard<std::mutex> w(write_mu_);
         CommitStep(run, step, records);
       });
-  uncount.armed = false;
 }
 
 void Store::WaitBehind() const {

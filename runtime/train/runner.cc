@@ -16,6 +16,7 @@
 #include "runtime/train/rank_exchange.h"
 #include "runtime/train/spec_check.h"
 #include "store/log_digest.h"
+#include "store/pending_work.h"
 
 namespace vt::train {
 namespace {
@@ -554,7 +555,12 @@ void Auditor::StartReadAhead(int64_t step) {
   if (options_.group || step > spec_.steps() || !UseBackground(options_.read_ahead)) return;
   ahead_.step = step;
   ahead_.read = false;
-  ahead_job_ = std::async(std::launch::async, [this, step] {
+  store::PendingWork pending;  // the process's exit waits for the read (pending_work.h)
+  ahead_job_ = std::async(std::launch::async, [this, step, pending = std::move(pending)]() mutable {
+    struct Done {
+      store::PendingWork* pending;
+      ~Done() { pending->Release(); }
+    } done{&pending};
     try {
       ahead_.records = records_(step);
     } catch (const std::exception&) {
