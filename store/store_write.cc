@@ -221,16 +221,10 @@ void Store::WriteStepBehind(std::string_view run, uint64_t step, std::vector<Log
       std::launch::async,
       [this, run = std::string(run), step, records = std::move(records), keep = std::move(keep),
        fail = std::exchange(fail_behind_for_test_, {}), pending = std::move(pending)]() mutable {
-        // The records' bytes go, then the count: the callable itself lives
-        // on in the future until the next wait.
-        struct Done {
-          std::shared_ptr<const void>* keep;
-          PendingWork* pending;
-          ~Done() {
-            keep->reset();
-            pending->Release();
-          }
-        } done{&keep, &pending};
+        // Moved out of the callable, which lives on in the future until the next wait: the
+        // records' bytes go when the write ends, then the count.
+        const PendingWork counted = std::move(pending);
+        const std::shared_ptr<const void> bytes = std::move(keep);
         if (!fail.empty()) throw Error(fail);
         auto g = OpenLock();
         std::lock_guard<std::mutex> w(write_mu_);

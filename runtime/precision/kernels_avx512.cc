@@ -378,9 +378,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   };
   RoundTally t;
   int64_t steerable = 0;
-  // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
-  // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
-  const BitsWindow bits = kShape != Shape::kGeneral ? MakeBitsWindow<kShape>(p) : BitsWindow{};
+  const BitsWindow bits = MakeBitsWindow<kShape>(p);  // not usable for kGeneral
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     __m128i s;
     if (kShape != Shape::kGeneral && bits.usable &&
@@ -390,6 +388,8 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     }
     return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
   };
+  // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
+  // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
     for (int64_t j = i; j < i + 64; j += 8) {
@@ -568,7 +568,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
     return kMag == Mag::kArray ? mag + j : nullptr;
   };
   // kRelative replays any band > 0; the integer path only takes the paper's (<= 1/4).
-  const BitsWindow bits = kShape != Shape::kGeneral ? MakeBitsWindow<kShape>(p) : BitsWindow{};
+  const BitsWindow bits = MakeBitsWindow<kShape>(p);
   auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
     if (kShape != Shape::kGeneral && bits.usable &&
         ReplayBits8<kShape, kMag>(bits, p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r,

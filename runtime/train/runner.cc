@@ -257,8 +257,9 @@ StepReport Runner::Step() {
   Encoded prepared = PrepareStep(step, &log);
   times.prepare = since(phase);
   nn::StepContext context(mode_, &windows_, step, &log);
-  // A logging step without a group encodes its records as they are written when a core is
-  // idle (record_encoder.h); a step that failed before may have left some queued.
+  // A logging step without a group encodes its records as they are written, on a background
+  // thread (record_encoder.h, UseBackground); a step that failed before may have left some
+  // queued.
   if (encoder_) encoder_->Reset();
   if (mode_ == nn::Mode::kLog && !options_.group && UseBackground(options_.encode_ahead)) {
     if (!encoder_) encoder_ = std::make_unique<RecordEncoder>();
@@ -557,10 +558,7 @@ void Auditor::StartReadAhead(int64_t step) {
   ahead_.read = false;
   store::PendingWork pending;  // the process's exit waits for the read (pending_work.h)
   ahead_job_ = std::async(std::launch::async, [this, step, pending = std::move(pending)]() mutable {
-    struct Done {
-      store::PendingWork* pending;
-      ~Done() { pending->Release(); }
-    } done{&pending};
+    const store::PendingWork counted = std::move(pending);  // until the job ends
     try {
       ahead_.records = records_(step);
     } catch (const std::exception&) {

@@ -21,7 +21,8 @@
 -- store on background threads; VTRUN_BACKGROUND=off or idle changes that, API.md).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
--- window; the worst model) and the same with the prefix calibrated_, then per model.
+-- window; the worst model) and the same with the prefix calibrated_, the rounding kernels'
+-- ratio_to_memcpy, round_log_calibrated_ratio and replay_ratio, then per model.
 local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated"}, arg)
 local steps, profile = a.steps, a.profile
 io.stdout:setvbuf("line")  -- long runs (GPT-2 small) show each row as it is measured
@@ -188,6 +189,24 @@ for _, m in ipairs(models) do
 end
 vt.fs.remove(workdir)
 
+-- The rounding kernels against memcpy in this process (4M values, best of 3, its threads;
+-- scripts/bench/rounding.lua measures them at length): round + classify + log with the
+-- paper's window and a calibrated-like one, and replay, each over memcpy of the same bytes.
+local rounding = vt.bench_rounding{elements = 2 ^ 22, repeats = 3, threads = {vt.threads()}, bits = {32},
+                                   alpha = 2 ^ -44}
+local function kernel_speed(what, mode)
+  for _, k in ipairs(rounding.kernels) do
+    if k.what == what and k.mode == mode then return k.elems_per_s end
+  end
+end
+local memcpy_speed = kernel_speed("memcpy", "")
+local rounding_ratios = {ratio_to_memcpy = kernel_speed("round_log", "paper") / memcpy_speed,
+                         round_log_calibrated_ratio = kernel_speed("round_log", "calibrated") / memcpy_speed,
+                         replay_ratio = kernel_speed("replay", "paper") / memcpy_speed}
+print(string.format("rounding kernels (%s) over memcpy: round_log %.2f, calibrated %.2f, replay %.2f", rounding.isa,
+                    rounding_ratios.ratio_to_memcpy, rounding_ratios.round_log_calibrated_ratio,
+                    rounding_ratios.replay_ratio))
+
 local function json_number(v) return string.format("%.6g", v) end
 local keys = {"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
               "trainer_over_fp32", "trainer_cpu_s", "log_bytes_per_step", "logged_fraction"}
@@ -205,6 +224,9 @@ for _, prefix in ipairs({"", "calibrated_"}) do
                         "log_bytes_per_step"}) do
     worst_of(prefix .. key)
   end
+end
+for _, key in ipairs({"ratio_to_memcpy", "round_log_calibrated_ratio", "replay_ratio"}) do
+  parts[#parts + 1] = string.format('"%s": %s', key, json_number(rounding_ratios[key]))
 end
 local per_model = {}
 for _, r in ipairs(results) do
