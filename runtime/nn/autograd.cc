@@ -68,6 +68,14 @@ at::Tensor RealBias(const at::Tensor& bias) { return bias.numel() == 0 ? at::Ten
 // Flattens leading dimensions: [..., k] -> [rows, k].
 at::Tensor Rows(const at::Tensor& t) { return t.reshape({-1, t.size(-1)}); }
 
+// A tensor the forward kept for the backward's magnitudes, else `compute()` (a forward that
+// wanted no magnitudes kept none).
+template <class Compute>
+at::Tensor SavedOr(AutogradContext* ctx, const char* key, Compute&& compute) {
+  const auto it = ctx->saved_data.find(key);
+  return it != ctx->saved_data.end() ? it->second.toTensor() : compute();
+}
+
 // The ops below offer a per-element magnitude (magnitude.h) for their output and their input
 // gradients when the step wants them, and add their parameter gradients' magnitudes.
 struct LinearFn : public torch::autograd::Function<LinearFn> {
@@ -79,9 +87,15 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     out_shape.back() = w.size(0);
     at::Tensor y = vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
     if (MagnitudesWanted()) {
-      // [rows, out]: ||x_i|| ||w_j|| + |bias_j|.
+      // [rows, out]: ||x_i|| ||w_j|| + |bias_j|. The column norms the backward wants are
+      // taken in the same passes over x and w, and kept.
+      at::NoGradGuard no_grad;
       const at::Tensor rows = Rows(x);
-      OfferProductMagnitude(y, rows.size(0), w.size(0), RowNorms(rows), RowNorms(w).t(),
+      const MatrixNorms xn = NormsOf(rows, kRowNorms | kColNorms);
+      const MatrixNorms wn = NormsOf(w, kRowNorms | kColNorms);
+      ctx->saved_data["x_cols"] = xn.cols;
+      ctx->saved_data["w_cols"] = wn.cols;
+      OfferProductMagnitude(y, rows.size(0), w.size(0), xn.rows, wn.rows.t(),
                             bias.numel() > 0 ? bias.abs() : at::Tensor());
     }
     return y;
@@ -98,9 +112,12 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     at::Tensor gb = has_bias ? vt::Sum(g, {0}) : at::Tensor();
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferProductMagnitude(gx, g.size(0), w.size(1), RowNorms(g), ColNorms(w));
-      AddGradMagnitude(w, ColNorms(g).t() * ColNorms(Rows(x)));
-      if (has_bias) AddGradMagnitude(saved[2], g.abs().sum(0));
+      // One pass over g for its row and column norms (and the bias's sums of |g|).
+      const MatrixNorms gn = NormsOf(g, kRowNorms | kColNorms | (has_bias ? kColAbsSums : 0u));
+      OfferProductMagnitude(gx, g.size(0), w.size(1), gn.rows,
+                            SavedOr(ctx, "w_cols", [&] { return ColNorms(w); }));
+      AddGradMagnitude(w, gn.cols.t() * SavedOr(ctx, "x_cols", [&] { return ColNorms(Rows(x)); }));
+      if (has_bias) AddGradMagnitude(saved[2], gn.col_abs);
     }
     return {gx, gw, gb};
   }
@@ -183,12 +200,13 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       if (magnitudes) {
         at::NoGradGuard no_grad;
         // Col2Im of w_cols (x) ||g2d_:,p|| [R, n_c*L], without the product.
-        place(m_gx, vt::Col2ImOuter(w_cols, ColNorms(g2d), count, x.size(1), x.size(2), x.size(3),
-                                    kh, kw, stride, padding));
-        at::Tensor m_part = RowNorms(g2d) * RowNorms(cols).t();  // [O, R]
+        const MatrixNorms gn = NormsOf(g2d, kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
+        place(m_gx, vt::Col2ImOuter(w_cols, gn.cols, count, x.size(1), x.size(2), x.size(3), kh, kw,
+                                    stride, padding));
+        at::Tensor m_part = gn.rows * RowNorms(cols).t();  // [O, R]
         m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
         if (has_bias) {
-          at::Tensor m_b = g2d.abs().sum(1);
+          at::Tensor m_b = gn.row_abs;
           m_gb = m_gb.defined() ? m_gb.add_(m_b) : m_b;
         }
       }
@@ -208,8 +226,13 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
     ctx->save_for_backward({a, b});
     at::Tensor y = vt::Matmul(a, b);
     if (MagnitudesWanted()) {
+      // The backward's norms of a and b come from the same passes, and are kept.
       at::NoGradGuard no_grad;
-      OfferProductMagnitude(y, y.size(-2), y.size(-1), RowNorms(a), ColNorms(b));
+      const MatrixNorms an = NormsOf(a, kRowNorms | kColNorms);
+      const MatrixNorms bn = NormsOf(b, kRowNorms | kColNorms);
+      ctx->saved_data["a_cols"] = an.cols;
+      ctx->saved_data["b_rows"] = bn.rows;
+      OfferProductMagnitude(y, y.size(-2), y.size(-1), an.rows, bn.cols);
     }
     return y;
   }
@@ -222,10 +245,12 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
     at::Tensor gb = vt::Matmul(a.transpose(-1, -2), g);
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferProductMagnitude(ga, ga.size(-2), ga.size(-1), RowNorms(g),
-                            RowNorms(b).transpose(-1, -2));
-      OfferProductMagnitude(gb, gb.size(-2), gb.size(-1), ColNorms(a).transpose(-1, -2),
-                            ColNorms(g));
+      const MatrixNorms gn = NormsOf(g, kRowNorms | kColNorms);
+      OfferProductMagnitude(ga, ga.size(-2), ga.size(-1), gn.rows,
+                            SavedOr(ctx, "b_rows", [&] { return RowNorms(b); }).transpose(-1, -2));
+      OfferProductMagnitude(gb, gb.size(-2), gb.size(-1),
+                            SavedOr(ctx, "a_cols", [&] { return ColNorms(a); }).transpose(-1, -2),
+                            gn.cols);
     }
     return {ga, gb};
   }

@@ -16,86 +16,192 @@ namespace vt::nn {
 
 namespace {
 
-// Sums of squares of the rows of a contiguous [batch, m, k] block: out[b, i] = sum_j t[b,i,j]^2.
-// Each output is one thread's sequential sum (the result never depends on the thread count).
-void RowSquares(const double* t, int64_t rows, int64_t k, double* out) {
-  at::parallel_for(0, rows, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(k, 1)),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t r = begin; r < end; ++r) {
-                       const double* row = t + r * k;
-                       // Four partial sums: the loop vectorizes without -ffast-math.
-                       double s[4] = {0.0, 0.0, 0.0, 0.0};
-                       int64_t j = 0;
-                       for (; j + 4 <= k; j += 4) {
-                         for (int l = 0; l < 4; ++l) s[l] += row[j + l] * row[j + l];
-                       }
-                       for (; j < k; ++j) s[0] += row[j] * row[j];
-                       out[r] = (s[0] + s[1]) + (s[2] + s[3]);
-                     }
-                   });
-}
+// One pass over a contiguous [batch, m, k] block collects any of four sums: per row, of the
+// squares (row norms) and of the absolute values; per column, the same two. A product's
+// backward wants the row and column norms of its incoming gradient and a bias the column sums
+// of |g|: one pass instead of three over memory the size of the output.
+//
+// The block is cut into tiles of kTileRows rows by kTileCols columns, a fixed grid: each
+// tile's partial sums are one thread's, in a fixed order (eight lanes across a row, rows in
+// order down a column), and the tiles' partials add up in tile order. So the result never
+// depends on the thread count or the ISA (no FMA: -ffp-contract=off; lanes are independent).
+constexpr int64_t kTileRows = 128, kTileCols = 512;
 
-// Sums of squares of the columns of a contiguous [batch, m, k] block: out[b, j] = sum_i t[b,i,j]^2,
-// accumulated row by row so the inner loop runs along contiguous memory. Threads take blocks
-// of columns (each column's sum is one thread's, in row order: the same bits on any count).
-void ColSquares(const double* t, int64_t batch, int64_t m, int64_t k, double* out) {
-  constexpr int64_t kColumns = 512;  // columns per task: 4 KiB of accumulators
-  const int64_t chunks = (k + kColumns - 1) / kColumns;
-  at::parallel_for(0, batch * chunks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t task = first; task < last; ++task) {
-      const int64_t b = task / chunks, j0 = (task % chunks) * kColumns;
-      const int64_t j1 = std::min(k, j0 + kColumns);
-      const double* block = t + b * m * k;
-      double* __restrict acc = out + b * k;
-      for (int64_t j = j0; j < j1; ++j) acc[j] = 0.0;
-      for (int64_t i = 0; i < m; ++i) {
-        const double* __restrict row = block + i * k;
-        for (int64_t j = j0; j < j1; ++j) acc[j] += row[j] * row[j];
+struct SumsWanted {
+  bool row_sq = false, row_abs = false, col_sq = false, col_abs = false;
+};
+
+// One tile, rows [i0, i1) and columns [j0, j1): row partials into rsq/rab[i], column partials
+// into csq/cab[j] (which start at zero).
+template <bool kRowSq, bool kRowAbs, bool kColSq, bool kColAbs>
+__attribute__((always_inline)) inline void TileSums(const double* __restrict t, int64_t k,
+                                                    int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                                                    double* __restrict rsq, double* __restrict rab,
+                                                    double* __restrict csq,
+                                                    double* __restrict cab) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const double* __restrict row = t + i * k;
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      for (int l = 0; l < 8; ++l) {
+        const double v = row[j + l], q = v * v, av = std::fabs(v);
+        if (kColSq) csq[j + l] += q;
+        if (kColAbs) cab[j + l] += av;
+        if (kRowSq) s[l] += q;
+        if (kRowAbs) a[l] += av;
       }
     }
-  });
+    for (; j < j1; ++j) {
+      const double v = row[j], q = v * v, av = std::fabs(v);
+      if (kColSq) csq[j] += q;
+      if (kColAbs) cab[j] += av;
+      if (kRowSq) s[0] += q;
+      if (kRowAbs) a[0] += av;
+    }
+    if (kRowSq) rsq[i] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    if (kRowAbs) rab[i] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  }
 }
 
-// The norms of t's rows (over_rows) or columns (else), [..., m, 1] or [..., 1, n], from
-// whichever of t and its transpose is laid out contiguously (one copy otherwise).
-at::Tensor Norms(const at::Tensor& input, bool over_last) {
+// TileSums for the sums `w` asks for, compiled for AVX-512, AVX2 and the baseline.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void TileSumsFor(
+    SumsWanted w, const double* t, int64_t k, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+    double* rsq, double* rab, double* csq, double* cab) {
+  const int which =
+      (w.row_sq ? 1 : 0) | (w.row_abs ? 2 : 0) | (w.col_sq ? 4 : 0) | (w.col_abs ? 8 : 0);
+  switch (which) {
+#define VT_TILE_SUMS(n)                                                                         \
+  case n:                                                                                       \
+    TileSums<((n)&1) != 0, ((n)&2) != 0, ((n)&4) != 0, ((n)&8) != 0>(t, k, i0, i1, j0, j1, rsq, \
+                                                                     rab, csq, cab);            \
+    break;
+    VT_TILE_SUMS(1)
+    VT_TILE_SUMS(2)
+    VT_TILE_SUMS(3)
+    VT_TILE_SUMS(4)
+    VT_TILE_SUMS(5)
+    VT_TILE_SUMS(6)
+    VT_TILE_SUMS(7)
+    VT_TILE_SUMS(8)
+    VT_TILE_SUMS(9)
+    VT_TILE_SUMS(10)
+    VT_TILE_SUMS(11)
+    VT_TILE_SUMS(12)
+    VT_TILE_SUMS(13)
+    VT_TILE_SUMS(14)
+    VT_TILE_SUMS(15)
+#undef VT_TILE_SUMS
+    default:
+      break;
+  }
+}
+
+// The sums of a contiguous [batch, m, k] block: rsq/rab [batch, m], csq/cab [batch, k] (null
+// when not wanted).
+void BlockSums(const double* t, int64_t batch, int64_t m, int64_t k, SumsWanted w, double* rsq,
+               double* rab, double* csq, double* cab) {
+  const int64_t row_tiles = (m + kTileRows - 1) / kTileRows;
+  const int64_t col_tiles = (k + kTileCols - 1) / kTileCols;
+  const bool rows = w.row_sq || w.row_abs, cols = w.col_sq || w.col_abs;
+  // Partials: per column tile for the rows, per row tile for the columns.
+  std::vector<double> rpart(rows ? static_cast<size_t>(2 * batch * col_tiles * m) : 0);
+  std::vector<double> cpart(cols ? static_cast<size_t>(2 * batch * row_tiles * k) : 0, 0.0);
+  const int64_t row_plane = batch * col_tiles * m, col_plane = batch * row_tiles * k;
+  at::parallel_for(0, batch * row_tiles * col_tiles, 1, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / (row_tiles * col_tiles);
+      const int64_t rt = (task / col_tiles) % row_tiles, ct = task % col_tiles;
+      const int64_t i0 = rt * kTileRows, i1 = std::min(m, i0 + kTileRows);
+      const int64_t j0 = ct * kTileCols, j1 = std::min(k, j0 + kTileCols);
+      // Row partials of this column tile, column partials of this row tile, both indexed by
+      // the block's own i and j.
+      double* r = rows ? rpart.data() + (b * col_tiles + ct) * m : nullptr;
+      double* c = cols ? cpart.data() + (b * row_tiles + rt) * k : nullptr;
+      TileSumsFor(w, t + b * m * k, k, i0, i1, j0, j1, r, r != nullptr ? r + row_plane : nullptr, c,
+                  c != nullptr ? c + col_plane : nullptr);
+    }
+  });
+  // Tile partials in tile order.
+  auto combine = [](const double* part, int64_t tiles, int64_t n, double* out) {
+    for (int64_t x = 0; x < n; ++x) out[x] = part[x];
+    for (int64_t tile = 1; tile < tiles; ++tile) {
+      for (int64_t x = 0; x < n; ++x) out[x] += part[tile * n + x];
+    }
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t rbase = b * col_tiles * m, cbase = b * row_tiles * k;
+    if (w.row_sq) combine(rpart.data() + rbase, col_tiles, m, rsq + b * m);
+    if (w.row_abs) combine(rpart.data() + row_plane + rbase, col_tiles, m, rab + b * m);
+    if (w.col_sq) combine(cpart.data() + cbase, row_tiles, k, csq + b * k);
+    if (w.col_abs) combine(cpart.data() + col_plane + cbase, row_tiles, k, cab + b * k);
+  }
+}
+
+// Row and column sums of t's last two dimensions (MatrixNorms), from whichever of t and its
+// transpose is laid out contiguously (one copy otherwise); float32 and other devices take
+// ATen's expressions.
+MatrixNorms Sums(const at::Tensor& input, unsigned wanted) {
   at::NoGradGuard no_grad;
-  at::Tensor t = input.detach();
+  const at::Tensor t = input.detach();
+  MatrixNorms out;
   if (t.dim() < 2 || t.scalar_type() != at::kDouble || !t.device().is_cpu()) {
-    return at::linalg_vector_norm(t, 2, {over_last ? -1 : -2}, /*keepdim=*/true);
+    if (wanted & kRowNorms) out.rows = at::linalg_vector_norm(t, 2, {-1}, /*keepdim=*/true);
+    if (wanted & kColNorms) out.cols = at::linalg_vector_norm(t, 2, {-2}, /*keepdim=*/true);
+    if (wanted & kRowAbsSums) out.row_abs = t.abs().sum(-1);
+    if (wanted & kColAbsSums) out.col_abs = t.abs().sum(-2);
+    return out;
   }
   const int64_t m = t.size(-2), k = t.size(-1);
   const int64_t batch = m * k == 0 ? 0 : t.numel() / (m * k);
-  std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  shape[shape.size() - (over_last ? 1 : 2)] = 1;
-  at::Tensor out = at::empty(shape, t.options().memory_format(at::MemoryFormat::Contiguous));
-  if (out.numel() == 0) return out;
-  if (t.numel() == 0) return out.zero_();
-  // A transposed contiguous block: rows of t are columns of its transpose.
-  const at::Tensor tt = t.transpose(-1, -2);
-  bool rows = over_last;
-  at::Tensor src = t;
-  if (!t.is_contiguous() && tt.is_contiguous()) {
-    src = tt;
-    rows = !over_last;
-  } else if (!t.is_contiguous()) {
-    src = t.contiguous();
+  const at::TensorOptions contiguous = t.options().memory_format(at::MemoryFormat::Contiguous);
+  std::vector<int64_t> row_shape(t.sizes().begin(), t.sizes().end()), col_shape = row_shape;
+  row_shape.back() = 1;
+  col_shape[col_shape.size() - 2] = 1;
+  std::vector<int64_t> row_abs_shape(t.sizes().begin(), t.sizes().end() - 1);
+  std::vector<int64_t> col_abs_shape(t.sizes().begin(), t.sizes().end() - 2);
+  col_abs_shape.push_back(k);
+  if (wanted & kRowNorms) out.rows = at::zeros(row_shape, contiguous);
+  if (wanted & kColNorms) out.cols = at::zeros(col_shape, contiguous);
+  if (wanted & kRowAbsSums) out.row_abs = at::zeros(row_abs_shape, contiguous);
+  if (wanted & kColAbsSums) out.col_abs = at::zeros(col_abs_shape, contiguous);
+  if (t.numel() > 0) {
+    // A transposed contiguous block: rows of t are columns of its transpose.
+    const at::Tensor tt = t.transpose(-1, -2);
+    bool swapped = false;
+    at::Tensor src = t;
+    if (!t.is_contiguous() && tt.is_contiguous()) {
+      src = tt;
+      swapped = true;
+    } else if (!t.is_contiguous()) {
+      src = t.contiguous();
+    }
+    auto ptr = [](const at::Tensor& o) { return o.defined() ? o.data_ptr<double>() : nullptr; };
+    SumsWanted w;
+    double *rsq = ptr(out.rows), *csq = ptr(out.cols);
+    double *rab = ptr(out.row_abs), *cab = ptr(out.col_abs);
+    if (swapped) {
+      std::swap(rsq, csq);
+      std::swap(rab, cab);
+    }
+    w.row_sq = rsq != nullptr;
+    w.row_abs = rab != nullptr;
+    w.col_sq = csq != nullptr;
+    w.col_abs = cab != nullptr;
+    BlockSums(src.data_ptr<double>(), batch, src.size(-2), src.size(-1), w, rsq, rab, csq, cab);
   }
-  const int64_t sm = src.size(-2), sk = src.size(-1);
-  double* o = out.data_ptr<double>();
-  if (rows) {
-    RowSquares(src.data_ptr<double>(), batch * sm, sk, o);
-  } else {
-    ColSquares(src.data_ptr<double>(), batch, sm, sk, o);
-  }
-  return out.sqrt_();
+  if (out.rows.defined()) out.rows.sqrt_();
+  if (out.cols.defined()) out.cols.sqrt_();
+  return out;
 }
 
 }  // namespace
 
-at::Tensor RowNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/true); }
+MatrixNorms NormsOf(const at::Tensor& t, unsigned wanted) { return Sums(t, wanted); }
 
-at::Tensor ColNorms(const at::Tensor& t) { return Norms(t, /*over_last=*/false); }
+at::Tensor RowNorms(const at::Tensor& t) { return Sums(t, kRowNorms).rows; }
+
+at::Tensor ColNorms(const at::Tensor& t) { return Sums(t, kColNorms).cols; }
 
 namespace {
 

@@ -22,6 +22,19 @@ namespace vt::nn {
 at::Tensor RowNorms(const at::Tensor& t);
 // ||t_:,j||_2 over the second-to-last dimension, kept: [..., k, n] -> [..., 1, n].
 at::Tensor ColNorms(const at::Tensor& t);
+// Several of these in one pass over t's memory (a product's backward wants the row and
+// column norms of its incoming gradient, a bias the sums of |g|; a forward's inputs
+// are read once for the norms both passes use). `wanted` is a mask of NormsWanted; the
+// fields not asked for stay undefined. The same values as RowNorms, ColNorms and
+// t.abs().sum(-1) or (-2) up to the order of the sums, the same bits on any thread count or ISA.
+enum NormsWanted : unsigned { kRowNorms = 1, kColNorms = 2, kRowAbsSums = 4, kColAbsSums = 8 };
+struct MatrixNorms {
+  at::Tensor rows;     // [..., m, 1]
+  at::Tensor cols;     // [..., 1, k]
+  at::Tensor row_abs;  // [..., m]: sum over the last dimension of |t|
+  at::Tensor col_abs;  // [..., k]: sum over the second-to-last
+};
+MatrixNorms NormsOf(const at::Tensor& t, unsigned wanted);
 // The magnitude of a [..., m, k] @ b [..., k, n]: RowNorms(a) * ColNorms(b), [..., m, n].
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b);
 

@@ -1,6 +1,7 @@
 // The fused magnitude helpers (runtime/nn/magnitude.h) against the ATen expressions they
 // replace, up to the order of the sums (relative 1e-14): the row and column norms of product
-// magnitudes for contiguous, transposed, sliced, expanded and batched tensors, empty
+// magnitudes, alone or several in one pass (NormsOf, with sums of absolute values), for
+// contiguous, transposed, sliced, expanded and batched tensors, empty
 // dimensions and float32 (through ATen), the same bits whatever the thread count; and the
 // batch-norm magnitudes on contiguous maps and on the layouts that fall back to ATen.
 #include <ATen/ATen.h>
@@ -53,6 +54,68 @@ TEST_CASE("magnitude norms are the same bits on any thread count", "[nn][magnitu
   at::set_num_threads(before);
   CHECK(at::equal(r1, r2));
   CHECK(at::equal(c1, c2));
+}
+
+TEST_CASE("one pass of NormsOf gives every sum its ATen expression gives", "[nn][magnitude]") {
+  at::manual_seed(11);
+  const unsigned all =
+      vt::nn::kRowNorms | vt::nn::kColNorms | vt::nn::kRowAbsSums | vt::nn::kColAbsSums;
+  // Tiles of 128 rows by 512 columns: shapes across their edges, with tails of fewer than 8
+  // columns; transposed, batched and strided layouts; float32 through ATen.
+  const at::Tensor big = at::randn({300, 1100}, at::kDouble);
+  const at::Tensor batched = at::randn({3, 130, 515}, at::kDouble);
+  std::vector<at::Tensor> cases = {big,
+                                   big.t(),
+                                   at::randn({128, 512}, at::kDouble),
+                                   at::randn({129, 7}, at::kDouble),
+                                   at::randn({1, 513}, at::kDouble),
+                                   batched,
+                                   batched.transpose(-1, -2),
+                                   big.slice(1, 5, 900, 3),
+                                   at::randn({40, 33}, at::kFloat),
+                                   at::zeros({0, 5}, at::kDouble)};
+  for (const at::Tensor& t : cases) {
+    INFO("shape " << t.sizes() << (t.is_contiguous() ? "" : ", not contiguous"));
+    for (unsigned wanted = 1; wanted <= all; ++wanted) {
+      INFO("wanted " << wanted);
+      const vt::nn::MatrixNorms n = vt::nn::NormsOf(t, wanted);
+      CHECK(n.rows.defined() == ((wanted & vt::nn::kRowNorms) != 0));
+      CHECK(n.cols.defined() == ((wanted & vt::nn::kColNorms) != 0));
+      CHECK(n.row_abs.defined() == ((wanted & vt::nn::kRowAbsSums) != 0));
+      CHECK(n.col_abs.defined() == ((wanted & vt::nn::kColAbsSums) != 0));
+      const double tol = t.scalar_type() == at::kFloat ? 1e-6 : 1e-14;
+      auto same = [&](const at::Tensor& got, const at::Tensor& want) {
+        REQUIRE(got.sizes() == want.sizes());
+        CHECK(at::allclose(got, want, tol, 0.0));
+      };
+      if (n.rows.defined()) same(n.rows, at::linalg_vector_norm(t, 2, {-1}, true));
+      if (n.cols.defined()) same(n.cols, at::linalg_vector_norm(t, 2, {-2}, true));
+      if (n.row_abs.defined()) same(n.row_abs, t.abs().sum(-1));
+      if (n.col_abs.defined()) same(n.col_abs, t.abs().sum(-2));
+    }
+  }
+}
+
+TEST_CASE("NormsOf is the same bits on any thread count", "[nn][magnitude]") {
+  at::manual_seed(12);
+  const unsigned all =
+      vt::nn::kRowNorms | vt::nn::kColNorms | vt::nn::kRowAbsSums | vt::nn::kColAbsSums;
+  for (const at::Tensor& t :
+       {at::randn({300, 1100}, at::kDouble), at::randn({2, 260, 600}, at::kDouble)}) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(1);
+    const vt::nn::MatrixNorms one = vt::nn::NormsOf(t, all);
+    at::set_num_threads(2);
+    const vt::nn::MatrixNorms two = vt::nn::NormsOf(t, all);
+    at::set_num_threads(before);
+    CHECK(at::equal(one.rows, two.rows));
+    CHECK(at::equal(one.cols, two.cols));
+    CHECK(at::equal(one.row_abs, two.row_abs));
+    CHECK(at::equal(one.col_abs, two.col_abs));
+    // Asked alone or together, a sum is the same bits.
+    CHECK(at::equal(vt::nn::NormsOf(t, vt::nn::kColNorms).cols, one.cols));
+    CHECK(at::equal(vt::nn::RowNorms(t), one.rows));
+  }
 }
 
 TEST_CASE("batch-norm magnitudes equal their ATen expressions", "[nn][magnitude]") {
