@@ -203,7 +203,9 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
         const MatrixNorms gn = NormsOf(g2d, kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
         place(m_gx, vt::Col2ImOuter(w_cols, gn.cols, count, x.size(1), x.size(2), x.size(3), kh, kw,
                                     stride, padding));
-        at::Tensor m_part = gn.rows * RowNorms(cols).t();  // [O, R]
+        // [O, R]: the norms of g2d's rows times RowNorms(cols), taken from x itself.
+        at::Tensor m_part =
+            gn.rows * vt::Im2ColRowNorms(x.narrow(0, first, count), kh, kw, stride, padding).t();
         m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
         if (has_bias) {
           at::Tensor m_b = gn.row_abs;

@@ -4,6 +4,8 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 namespace vt {
 namespace {
@@ -138,6 +140,46 @@ at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_facto
                                  kw, stride, padding, oh, ow, rows.data_ptr<scalar_t>());
   });
   return x;
+}
+
+at::Tensor Im2ColRowNorms(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride,
+                          int64_t padding) {
+  at::Tensor x = input.contiguous();
+  TORCH_CHECK(x.dim() == 4, "Im2ColRowNorms: want [N, C, H, W], got ", x.sizes());
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
+  at::Tensor out = at::empty({c * kh * kw, 1}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vt_im2col_row_norms", [&] {
+    const scalar_t* px = x.data_ptr<scalar_t>();
+    scalar_t* po = out.data_ptr<scalar_t>();
+    at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+      std::vector<scalar_t> sq(static_cast<size_t>(h * w));
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        // x[:, ch]^2 summed over the images, in image order.
+        std::fill(sq.begin(), sq.end(), scalar_t(0));
+        for (int64_t img = 0; img < n; ++img) {
+          const scalar_t* plane = px + (img * c + ch) * h * w;
+          for (int64_t i = 0; i < h * w; ++i) sq[i] += plane[i] * plane[i];
+        }
+        // Each tap's positions, rows then columns, as Im2Col lays them out.
+        for (int64_t ki = 0; ki < kh; ++ki) {
+          for (int64_t kj = 0; kj < kw; ++kj) {
+            int64_t lo, hi;
+            ValidRange(ow, w, stride, padding, kj, &lo, &hi);
+            scalar_t sum = 0;
+            for (int64_t oy = 0; oy < oh; ++oy) {
+              const int64_t iy = oy * stride - padding + ki;
+              if (iy < 0 || iy >= h) continue;
+              const scalar_t* in = sq.data() + iy * w - padding + kj;
+              for (int64_t ox = lo; ox < hi; ++ox) sum += in[ox * stride];
+            }
+            po[(ch * kh + ki) * kw + kj] = std::sqrt(sum);
+          }
+        }
+      }
+    });
+  });
+  return out;
 }
 
 }  // namespace vt

@@ -23,6 +23,14 @@ at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_facto
                        int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
                        int64_t padding);
 
+// The norms of Im2Col(x)'s rows, [C*kh*kw, 1], without the columns: row (c, ki, kj) holds
+// x[:, c] at the input positions tap (ki, kj) reaches (zeros in the padding), so its sum of
+// squares is the sum, over those positions, of x[:, c]^2 summed over the images. The same
+// terms as RowNorms(Im2Col(x)) in another order (a weight gradient's magnitude,
+// nn/autograd.cc), read from x once instead of kh*kw times; the same bits on any thread count.
+at::Tensor Im2ColRowNorms(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride,
+                          int64_t padding);
+
 // How many images of a batch one im2col chunk holds: columns of at most ~16 MiB, so the
 // buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.
 // A pure function of the shapes, so chunking is the same on every machine.

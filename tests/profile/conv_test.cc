@@ -1,6 +1,7 @@
 // The project's convolution (im2col + one GEMM, profile-ordered) against ATen's, forward and
 // backward, over strides, paddings and kernel sizes; and im2col against ATen's layout.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
@@ -84,6 +85,35 @@ TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]
   // 5 and 7 factors where one 3x3 channel over a 3x3 image (padding 1) needs 9 and 9.
   CHECK_THROWS(vt::Col2ImOuter(at::rand({5}, at::kDouble), at::rand({7}, at::kDouble), 1, 1, 3, 3,
                                3, 3, 1, 1));
+}
+
+TEST_CASE("Im2ColRowNorms equals the norms of Im2Col's rows, on any thread count", "[conv]") {
+  at::manual_seed(12);
+  struct Geometry {
+    int64_t n, c, h, w, kh, kw, stride, pad;
+  };
+  for (const Geometry& g : {Geometry{2, 3, 7, 9, 3, 3, 1, 1}, Geometry{3, 2, 8, 8, 3, 3, 2, 1},
+                            Geometry{1, 4, 5, 6, 1, 1, 2, 0}, Geometry{2, 1, 6, 5, 5, 5, 1, 2},
+                            Geometry{2, 2, 9, 7, 7, 3, 2, 3}, Geometry{1, 1, 2, 2, 3, 3, 1, 1}}) {
+    INFO("n " << g.n << " c " << g.c << " " << g.h << "x" << g.w << " kernel " << g.kh << "x"
+              << g.kw << " stride " << g.stride << " padding " << g.pad);
+    const at::Tensor x = at::randn({g.n, g.c, g.h, g.w}, at::kDouble);
+    const at::Tensor cols = vt::Im2Col(x, g.kh, g.kw, g.stride, g.pad);
+    const at::Tensor want = at::linalg_vector_norm(cols, 2, {1}, /*keepdim=*/true);
+    const int before = at::get_num_threads();
+    at::set_num_threads(1);
+    const at::Tensor one = vt::Im2ColRowNorms(x, g.kh, g.kw, g.stride, g.pad);
+    at::set_num_threads(2);
+    const at::Tensor two = vt::Im2ColRowNorms(x, g.kh, g.kw, g.stride, g.pad);
+    at::set_num_threads(before);
+    REQUIRE(one.sizes() == want.sizes());
+    CHECK(at::allclose(one, want, 1e-14, 0.0));
+    CHECK(at::equal(one, two));
+    // A channels-last input is read as its values, not its memory order.
+    CHECK(at::equal(vt::Im2ColRowNorms(x.contiguous(at::MemoryFormat::ChannelsLast), g.kh, g.kw,
+                                       g.stride, g.pad),
+                    one));
+  }
 }
 
 TEST_CASE("Conv2dOp backward over several chunks of images: gradients and their magnitudes",
