@@ -304,6 +304,47 @@ at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g_in, const at::Tensor&
   return out;
 }
 
+BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
+    const at::Tensor& g_in, const at::Tensor& xhat_in, const at::Tensor& w_in,
+    const at::Tensor& rstd_in, const at::Tensor& mean_g_in, const at::Tensor& mean_gx_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
+  const at::Tensor w = w_in.detach().contiguous(), rstd = rstd_in.detach().contiguous();
+  const at::Tensor mean_g = mean_g_in.detach().contiguous();
+  const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
+  if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
+    return {BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx), ChannelAbsSum(g, xhat),
+            ChannelAbsSum(g)};
+  }
+  BatchNormGradMagnitudes out{at::empty_like(g), at::zeros({g.size(1)}, g.options()),
+                              at::zeros({g.size(1)}, g.options())};
+  const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
+  const double *pw = w.data_ptr<double>(), *pr = rstd.data_ptr<double>();
+  const double *pm = mean_g.data_ptr<double>(), *pmx = mean_gx.data_ptr<double>();
+  double* o = out.gx.data_ptr<double>();
+  double *ow = out.w.data_ptr<double>(), *ob = out.b.data_ptr<double>();
+  ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
+    const double wc = pw[ch], rc = pr[ch], mc = std::fabs(pm[ch]), mxc = pmx[ch];
+    // The element's magnitude as BatchNormInputGradMagnitude, and the two channel sums with
+    // ChannelAbsSum's four partial sums.
+    double sw[4] = {0.0, 0.0, 0.0, 0.0}, sb[4] = {0.0, 0.0, 0.0, 0.0};
+    auto one = [&](int64_t i, int l) __attribute__((always_inline)) {
+      const double gv = pg[off + i], xv = px[off + i];
+      o[off + i] = rc * (std::fabs(gv * wc) + mc + std::fabs(xv * mxc));
+      sw[l] += std::fabs(gv * xv);
+      sb[l] += std::fabs(gv);
+    };
+    int64_t i = 0;
+    for (; i + 4 <= plane; i += 4) {
+      for (int l = 0; l < 4; ++l) one(i + l, l);
+    }
+    for (; i < plane; ++i) one(i, 0);
+    ow[ch] += (sw[0] + sw[1]) + (sw[2] + sw[3]);
+    ob[ch] += (sb[0] + sb[1]) + (sb[2] + sb[3]);
+  });
+  return out;
+}
+
 namespace {
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void GeluTermsLoop(

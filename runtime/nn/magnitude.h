@@ -62,6 +62,16 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
 //     rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)                 -> g's shape
 // Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
 at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
+// A batch norm's backward magnitudes in one pass over g and xhat: the input gradient's
+// (BatchNormInputGradMagnitude), the weight's (ChannelAbsSum(g, xhat)) and the bias's
+// (ChannelAbsSum(g)), the same bits as those three calls.
+struct BatchNormGradMagnitudes {
+  at::Tensor gx, w, b;
+};
+BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const at::Tensor& xhat,
+                                                    const at::Tensor& w, const at::Tensor& rstd,
+                                                    const at::Tensor& mean_g,
+                                                    const at::Tensor& mean_gx);
 at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
 at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g, const at::Tensor& xhat,
                                        const at::Tensor& w, const at::Tensor& rstd,

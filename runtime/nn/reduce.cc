@@ -206,9 +206,10 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));
-      AddGradMagnitude(w, ChannelAbsSum(g, xhat));
-      AddGradMagnitude(saved[3], ChannelAbsSum(g));
+      BatchNormGradMagnitudes m = BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx);
+      OfferMagnitude(gx, m.gx);
+      AddGradMagnitude(w, m.w);
+      AddGradMagnitude(saved[3], m.b);
     }
     return {gx, ChannelSum(gy_xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }

@@ -136,6 +136,33 @@ TEST_CASE("batch-norm magnitudes equal their ATen expressions", "[nn][magnitude]
     const at::Tensor want =
         ch(rstd) * ((g * ch(w)).abs() + ch(mean_g).abs() + (xhat * ch(mean_gx)).abs());
     CHECK(at::equal(vt::nn::BatchNormInputGradMagnitude(gg, xx, w, rstd, mean_g, mean_gx), want));
+    // All three backward magnitudes in one pass: the same bits as the three calls.
+    const vt::nn::BatchNormGradMagnitudes all =
+        vt::nn::BatchNormBackwardMagnitudes(gg, xx, w, rstd, mean_g, mean_gx);
+    CHECK(at::equal(all.gx, vt::nn::BatchNormInputGradMagnitude(gg, xx, w, rstd, mean_g, mean_gx)));
+    CHECK(at::equal(all.w, vt::nn::ChannelAbsSum(gg, xx)));
+    CHECK(at::equal(all.b, vt::nn::ChannelAbsSum(gg)));
+  }
+}
+
+TEST_CASE("a batch norm's backward magnitudes in one pass equal the three calls, any plane size",
+          "[nn][magnitude]") {
+  at::manual_seed(13);
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{2, 3, 5, 3}, {1, 2, 1, 1}, {4, 3, 7, 9}}) {
+    INFO("shape " << at::IntArrayRef(shape));
+    const at::Tensor g = at::randn(shape, at::kDouble), xhat = at::randn(shape, at::kDouble);
+    const int64_t c = shape[1];
+    const at::Tensor w = at::randn({c}, at::kDouble), rstd = at::rand({c}, at::kDouble);
+    const at::Tensor mean_g = at::randn({c}, at::kDouble), mean_gx = at::randn({c}, at::kDouble);
+    const vt::nn::BatchNormGradMagnitudes all =
+        vt::nn::BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx);
+    CHECK(
+        at::equal(all.gx, vt::nn::BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx)));
+    CHECK(at::equal(all.w, vt::nn::ChannelAbsSum(g, xhat)));
+    CHECK(at::equal(all.b, vt::nn::ChannelAbsSum(g)));
+    CHECK(at::allclose(all.w, (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::allclose(all.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
   }
 }
 
