@@ -138,10 +138,11 @@ void BlockSums(const double* t, int64_t batch, int64_t m, int64_t k, SumsWanted 
   }
 }
 
-// Row and column sums of t's last two dimensions (MatrixNorms), from whichever of t and its
-// transpose is laid out contiguously (one copy otherwise); float32 and other devices take
-// ATen's expressions.
-MatrixNorms Sums(const at::Tensor& input, unsigned wanted) {
+}  // namespace
+
+// From whichever of t and its transpose is laid out contiguously (one copy otherwise);
+// float32 and other devices take ATen's expressions.
+MatrixNorms NormsOf(const at::Tensor& input, unsigned wanted) {
   at::NoGradGuard no_grad;
   const at::Tensor t = input.detach();
   MatrixNorms out;
@@ -161,10 +162,14 @@ MatrixNorms Sums(const at::Tensor& input, unsigned wanted) {
   std::vector<int64_t> row_abs_shape(t.sizes().begin(), t.sizes().end() - 1);
   std::vector<int64_t> col_abs_shape(t.sizes().begin(), t.sizes().end() - 2);
   col_abs_shape.push_back(k);
-  if (wanted & kRowNorms) out.rows = at::zeros(row_shape, contiguous);
-  if (wanted & kColNorms) out.cols = at::zeros(col_shape, contiguous);
-  if (wanted & kRowAbsSums) out.row_abs = at::zeros(row_abs_shape, contiguous);
-  if (wanted & kColAbsSums) out.col_abs = at::zeros(col_abs_shape, contiguous);
+  // BlockSums writes every sum; an empty t has sums of zero.
+  auto make = [&](const std::vector<int64_t>& shape) {
+    return t.numel() > 0 ? at::empty(shape, contiguous) : at::zeros(shape, contiguous);
+  };
+  if (wanted & kRowNorms) out.rows = make(row_shape);
+  if (wanted & kColNorms) out.cols = make(col_shape);
+  if (wanted & kRowAbsSums) out.row_abs = make(row_abs_shape);
+  if (wanted & kColAbsSums) out.col_abs = make(col_abs_shape);
   if (t.numel() > 0) {
     // A transposed contiguous block: rows of t are columns of its transpose.
     const at::Tensor tt = t.transpose(-1, -2);
@@ -195,13 +200,9 @@ MatrixNorms Sums(const at::Tensor& input, unsigned wanted) {
   return out;
 }
 
-}  // namespace
+at::Tensor RowNorms(const at::Tensor& t) { return NormsOf(t, kRowNorms).rows; }
 
-MatrixNorms NormsOf(const at::Tensor& t, unsigned wanted) { return Sums(t, wanted); }
-
-at::Tensor RowNorms(const at::Tensor& t) { return Sums(t, kRowNorms).rows; }
-
-at::Tensor ColNorms(const at::Tensor& t) { return Sums(t, kColNorms).cols; }
+at::Tensor ColNorms(const at::Tensor& t) { return NormsOf(t, kColNorms).cols; }
 
 namespace {
 
@@ -278,32 +279,6 @@ at::Tensor AbsPlusChannel(const at::Tensor& a_in, const at::Tensor& c_in) {
   return out;
 }
 
-at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g_in, const at::Tensor& xhat_in,
-                                       const at::Tensor& w_in, const at::Tensor& rstd_in,
-                                       const at::Tensor& mean_g_in, const at::Tensor& mean_gx_in) {
-  at::NoGradGuard no_grad;
-  const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
-  const at::Tensor w = w_in.detach().contiguous(), rstd = rstd_in.detach().contiguous();
-  const at::Tensor mean_g = mean_g_in.detach().contiguous();
-  const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
-  if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
-    return PerChannelView(rstd) * ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
-                                   (xhat * PerChannelView(mean_gx)).abs());
-  }
-  at::Tensor out = at::empty_like(g);
-  const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
-  const double *pw = w.data_ptr<double>(), *pr = rstd.data_ptr<double>();
-  const double *pm = mean_g.data_ptr<double>(), *pmx = mean_gx.data_ptr<double>();
-  double* o = out.data_ptr<double>();
-  ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
-    const double wc = pw[ch], rc = pr[ch], mc = std::fabs(pm[ch]), mxc = pmx[ch];
-    for (int64_t i = 0; i < plane; ++i) {
-      o[off + i] = rc * (std::fabs(pg[off + i] * wc) + mc + std::fabs(px[off + i] * mxc));
-    }
-  });
-  return out;
-}
-
 BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
     const at::Tensor& g_in, const at::Tensor& xhat_in, const at::Tensor& w_in,
     const at::Tensor& rstd_in, const at::Tensor& mean_g_in, const at::Tensor& mean_gx_in) {
@@ -313,8 +288,9 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
   const at::Tensor mean_g = mean_g_in.detach().contiguous();
   const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
   if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
-    return {BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx), ChannelAbsSum(g, xhat),
-            ChannelAbsSum(g)};
+    return {PerChannelView(rstd) * ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
+                                    (xhat * PerChannelView(mean_gx)).abs()),
+            ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
   }
   BatchNormGradMagnitudes out{at::empty_like(g), at::zeros({g.size(1)}, g.options()),
                               at::zeros({g.size(1)}, g.options())};
@@ -325,7 +301,7 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
   double *ow = out.w.data_ptr<double>(), *ob = out.b.data_ptr<double>();
   ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
     const double wc = pw[ch], rc = pr[ch], mc = std::fabs(pm[ch]), mxc = pmx[ch];
-    // The element's magnitude as BatchNormInputGradMagnitude, and the two channel sums with
+    // The element's magnitude as the expression above, and the two channel sums with
     // ChannelAbsSum's four partial sums.
     double sw[4] = {0.0, 0.0, 0.0, 0.0}, sb[4] = {0.0, 0.0, 0.0, 0.0};
     auto one = [&](int64_t i, int l) __attribute__((always_inline)) {

@@ -58,13 +58,12 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
 //   ChannelAbsSum(a)          sum over n, h, w of |a|                      -> [C]
 //   ChannelAbsSum(a, b)       sum over n, h, w of |a b|                    -> [C]
 //   AbsPlusChannel(a, c)      |a| + |c_ch|                                 -> a's shape
-//   BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx)
-//     rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)                 -> g's shape
+//   BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx), in one pass over g and xhat:
+//     .gx  rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)           -> g's shape
+//     .w   ChannelAbsSum(g, xhat), .b  ChannelAbsSum(g) (the same bits)    -> [C]
 // Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
 at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
-// A batch norm's backward magnitudes in one pass over g and xhat: the input gradient's
-// (BatchNormInputGradMagnitude), the weight's (ChannelAbsSum(g, xhat)) and the bias's
-// (ChannelAbsSum(g)), the same bits as those three calls.
+at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
 struct BatchNormGradMagnitudes {
   at::Tensor gx, w, b;
 };
@@ -72,10 +71,6 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const a
                                                     const at::Tensor& w, const at::Tensor& rstd,
                                                     const at::Tensor& mean_g,
                                                     const at::Tensor& mean_gx);
-at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
-at::Tensor BatchNormInputGradMagnitude(const at::Tensor& g, const at::Tensor& xhat,
-                                       const at::Tensor& w, const at::Tensor& rstd,
-                                       const at::Tensor& mean_g, const at::Tensor& mean_gx);
 
 // The sizes of the three terms of GELU's (tanh form) derivative at x, 0.5 + 0.5 |t| +
 // 0.5 |x| (1 - t^2) k (1 + 3 c x^2) = gelu'(|x|), from x and y = gelu(x) in one pass: t is
