@@ -156,68 +156,48 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const int64_t padding = ctx->saved_data["padding"].toInt();
     const at::Tensor g = grads[0].contiguous();  // [N, O, oh, ow]
-    const int64_t n = x.size(0), out_c = w.size(0), kh = w.size(2), kw = w.size(3);
+    const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+    const int64_t out_c = w.size(0), kh = w.size(2), kw = w.size(3);
     const int64_t l = g.size(2) * g.size(3);
-    // The forward's layout and chunks: per chunk of images, g2d [O, n_c*L] against cols
-    // [C*kh*kw, n_c*L]. The weight gradient adds the chunks' products in order.
+    // The forward's groups of images: per group, g2d [O, n_g*L] against cols [C*kh*kw, n_g*L].
+    // The weight gradient's groups are added in order within a fixed number of runs of groups
+    // (a function of the shapes), and the runs' sums in order: the same bits on any threads.
     const at::Tensor w2d_t = w.reshape({out_c, -1}).t();
-    const int64_t chunk = vt::ImagesPerChunk(x.size(1), kh, kw, l, x.element_size());
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    at::Tensor gw, gb;
-    // One chunk (the common case) hands its col2im results over as they are; several are
-    // copied into place.
-    const bool one_chunk = chunk >= n;
-    at::Tensor gx = one_chunk ? at::Tensor() : at::empty_like(x);
-    // Magnitudes: gcols_(r, p) <= ||w_:,r|| ||g2d_:,p||, gathered back like gcols; the weight
-    // gradient's chunks <= ||g2d_o,:|| ||cols_r,:||; the bias's sum of |g|.
-    const bool magnitudes = MagnitudesWanted();
-    at::Tensor w_cols = magnitudes ? ColNorms(w.reshape({out_c, -1})).t() : at::Tensor();  // [R,1]
-    at::Tensor m_gx = magnitudes && !one_chunk ? at::empty_like(x) : at::Tensor();
-    at::Tensor m_gw, m_gb;
-    for (int64_t first = 0; first < n; first += chunk) {
-      const int64_t count = std::min(chunk, n - first);
+    const vt::ConvGroups groups =
+        vt::ConvGroupsFor(c, kh, kw, l, n, out_c, x.element_size(), vt::CurrentProfile().cuda);
+    constexpr int64_t kWeightRuns = 8;
+    const int64_t runs = std::min(groups.count(), kWeightRuns);
+    std::vector<at::Tensor> gw_runs(static_cast<size_t>(runs));
+    at::Tensor gx = at::empty_like(x, at::MemoryFormat::Contiguous);
+    groups.ForEachRun(runs, [&](int64_t run, int64_t first, int64_t count) {
       at::Tensor g2d = g.narrow(0, first, count)
                            .reshape({count, out_c, l})
                            .permute({1, 0, 2})
                            .reshape({out_c, count * l});
       at::Tensor cols = vt::Im2Col(x.narrow(0, first, count), kh, kw, stride, padding);
       at::Tensor part = vt::Matmul(g2d, cols.t());
-      gw = gw.defined() ? gw + part : part;
-      at::Tensor gcols = vt::Matmul(w2d_t, g2d);  // [C*kh*kw, n_c*L]
-      // A chunk's result [count, C, H, W] goes to its images of `all` (or is `all`).
-      auto place = [&](at::Tensor& all, at::Tensor part) {
-        if (one_chunk) {
-          all = std::move(part);
-        } else {
-          all.narrow(0, first, count).copy_(part);
-        }
-      };
-      place(gx, vt::Col2Im(gcols, count, x.size(1), x.size(2), x.size(3), kh, kw, stride, padding));
-      if (has_bias) {
-        at::Tensor bpart = vt::Sum(g2d, {1});
-        gb = gb.defined() ? gb + bpart : bpart;
-      }
-      if (magnitudes) {
-        at::NoGradGuard no_grad;
-        // Col2Im of w_cols (x) ||g2d_:,p|| [R, n_c*L], without the product.
-        const MatrixNorms gn = NormsOf(g2d, kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
-        place(m_gx, vt::Col2ImOuter(w_cols, gn.cols, count, x.size(1), x.size(2), x.size(3), kh, kw,
-                                    stride, padding));
-        // [O, R]: the norms of g2d's rows times RowNorms(cols), taken from x itself.
-        at::Tensor m_part =
-            gn.rows * vt::Im2ColRowNorms(x.narrow(0, first, count), kh, kw, stride, padding).t();
-        m_gw = m_gw.defined() ? m_gw.add_(m_part) : m_part;
-        if (has_bias) {
-          at::Tensor m_b = gn.row_abs;
-          m_gb = m_gb.defined() ? m_gb.add_(m_b) : m_b;
-        }
-      }
-    }
+      at::Tensor& acc = gw_runs[static_cast<size_t>(run)];
+      acc = acc.defined() ? acc.add_(part) : part;
+      at::Tensor gx_part = gx.narrow(0, first, count);
+      vt::Col2ImInto(vt::Matmul(w2d_t, g2d), gx_part, kh, kw, stride, padding);
+    });
+    at::Tensor gw = gw_runs[0];
+    for (size_t r = 1; r < gw_runs.size(); ++r) gw = gw + gw_runs[r];
     gw = gw.view(w.sizes());
-    if (magnitudes) {
-      OfferMagnitude(gx, m_gx);
-      AddGradMagnitude(w, m_gw);
-      if (has_bias) AddGradMagnitude(saved[2], m_gb);
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    at::Tensor gb = has_bias ? vt::Sum(g.transpose(0, 1).reshape({out_c, -1}), {1}) : at::Tensor();
+    if (MagnitudesWanted()) {
+      // Over the whole batch (the same on every profile, whatever its groups): the input
+      // gradient's columns gcols_(r, p) <= ||w_:,r|| ||g_:,p||, gathered back like gcols; the
+      // weight gradient's <= ||g_o,:|| ||cols_r,:||; the bias's sum of |g|.
+      at::NoGradGuard no_grad;
+      const MatrixNorms gn =
+          NormsOf(g.view({n, out_c, l}), kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
+      at::Tensor w_cols = ColNorms(w.reshape({out_c, -1})).t();  // [R, 1]
+      OfferMagnitude(gx, vt::Col2ImOuter(w_cols, gn.cols, n, c, h, wd, kh, kw, stride, padding));
+      at::Tensor g_rows = gn.rows.square().sum(0).sqrt_();  // [O, 1]
+      AddGradMagnitude(w, g_rows * vt::Im2ColRowNorms(x, kh, kw, stride, padding).t());
+      if (has_bias) AddGradMagnitude(saved[2], gn.row_abs.sum(0));
     }
     return {gx, gw, gb, at::Tensor(), at::Tensor()};
   }

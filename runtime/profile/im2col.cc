@@ -28,6 +28,8 @@ void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t 
       for (int64_t ki = 0; ki < kh; ++ki) {
         for (int64_t kj = 0; kj < kw; ++kj) {
           T* row = cols + ((ch * kh + ki) * kw + kj) * row_len;
+          int64_t lo, hi;
+          ValidRange(ow, w, stride, pad, kj, &lo, &hi);
           for (int64_t img = 0; img < n; ++img) {
             const T* src = x + (img * c + ch) * h * w;
             T* dst = row + img * l;
@@ -39,8 +41,6 @@ void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t 
                 continue;
               }
               const T* in = src + iy * w - pad + kj;  // in[ox * stride] is column ox's input
-              int64_t lo, hi;
-              ValidRange(ow, w, stride, pad, kj, &lo, &hi);
               for (int64_t ox = 0; ox < lo; ++ox) out[ox] = T(0);
               if (stride == 1) {
                 for (int64_t ox = lo; ox < hi; ++ox) out[ox] = in[ox];
@@ -71,6 +71,8 @@ void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t 
           const int64_t r = (ch * kh + ki) * kw + kj;
           const T* row = cols + r * row_len;
           const T f = kOuter ? row_factor[r] : T(1);
+          int64_t lo, hi;
+          ValidRange(ow, w, stride, pad, kj, &lo, &hi);
           for (int64_t img = 0; img < n; ++img) {
             T* dst = x + (img * c + ch) * h * w;
             const T* src = row + img * l;
@@ -79,8 +81,6 @@ void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t 
               if (iy < 0 || iy >= h) continue;
               T* out = dst + iy * w - pad + kj;  // out[ox * stride] is column ox's input
               const T* in = src + oy * ow;
-              int64_t lo, hi;
-              ValidRange(ow, w, stride, pad, kj, &lo, &hi);
               for (int64_t ox = lo; ox < hi; ++ox) {
                 out[ox * stride] += kOuter ? f * in[ox] : in[ox];
               }
@@ -100,6 +100,45 @@ int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t ele
   return std::max<int64_t>(1, kChunkBytes / per_image);
 }
 
+ConvGroups ConvGroupsFor(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t n, int64_t out_c,
+                         int64_t element_size, bool serial) {
+  constexpr int64_t kMinColumns = 256;
+  // A group's GEMM packs the whole weight: its columns are at least the weight's size.
+  const int64_t group_bytes = std::max(int64_t{1} << 20, out_c * c * kh * kw * element_size);
+  const int64_t per_image = std::max<int64_t>(1, c * kh * kw * l * element_size);
+  ConvGroups groups;
+  groups.n = n;
+  groups.serial = serial;
+  const int64_t per_group = serial ? ImagesPerChunk(c, kh, kw, l, element_size)
+                                   : std::max({int64_t{1}, group_bytes / per_image,
+                                               (kMinColumns + l - 1) / std::max<int64_t>(1, l)});
+  groups.per_group = std::min(std::max<int64_t>(1, n), per_group);
+  return groups;
+}
+
+void ConvGroups::ForEachRun(int64_t runs,
+                            const std::function<void(int64_t, int64_t, int64_t)>& f) const {
+  const int64_t groups = count();
+  runs = std::max<int64_t>(1, std::min(runs, groups));
+  auto run_range = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t g = r * groups / runs; g < (r + 1) * groups / runs; ++g) {
+        const int64_t first = g * per_group;
+        f(r, first, std::min(per_group, n - first));
+      }
+    }
+  };
+  if (serial || runs < at::get_num_threads() || at::in_parallel_region()) {
+    run_range(0, runs);
+  } else {
+    at::parallel_for(0, runs, 1, run_range);
+  }
+}
+
+void ConvGroups::ForEach(const std::function<void(int64_t, int64_t)>& f) const {
+  ForEachRun(count(), [&](int64_t, int64_t first, int64_t images) { f(first, images); });
+}
+
 at::Tensor Im2Col(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride,
                   int64_t padding) {
   at::Tensor x = input.contiguous();
@@ -113,15 +152,26 @@ at::Tensor Im2Col(const at::Tensor& input, int64_t kh, int64_t kw, int64_t strid
   return cols;
 }
 
-at::Tensor Col2Im(const at::Tensor& columns, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
-                  int64_t kw, int64_t stride, int64_t padding) {
+void Col2ImInto(const at::Tensor& columns, at::Tensor& out, int64_t kh, int64_t kw, int64_t stride,
+                int64_t padding) {
+  TORCH_CHECK(out.dim() == 4 && out.is_contiguous() && out.scalar_type() == columns.scalar_type(),
+              "Col2ImInto: want a contiguous [N, C, H, W] output of the columns' dtype");
   at::Tensor cols = columns.contiguous();
+  const int64_t n = out.size(0), c = out.size(1), h = out.size(2), w = out.size(3);
   const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
-  at::Tensor x = at::zeros({n, c, h, w}, cols.options());
+  TORCH_CHECK(cols.numel() == c * kh * kw * n * oh * ow, "Col2ImInto: ", cols.numel(),
+              " column values for ", out.sizes(), ", want ", c * kh * kw * n * oh * ow);
+  out.zero_();
   AT_DISPATCH_FLOATING_TYPES(cols.scalar_type(), "vt_col2im", [&] {
-    Col2ImKernel<scalar_t>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh, kw,
+    Col2ImKernel<scalar_t>(cols.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, c, h, w, kh, kw,
                            stride, padding, oh, ow);
   });
+}
+
+at::Tensor Col2Im(const at::Tensor& columns, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                  int64_t kw, int64_t stride, int64_t padding) {
+  at::Tensor x = at::empty({n, c, h, w}, columns.options());
+  Col2ImInto(columns, x, kh, kw, stride, padding);
   return x;
 }
 

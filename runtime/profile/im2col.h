@@ -6,15 +6,19 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
+
 namespace vt {
 
 // x [N, C, H, W] (contiguous or not) -> [C*kh*kw, N*oh*ow].
 at::Tensor Im2Col(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding);
 
 // The adjoint: cols [C*kh*kw, N*oh*ow] -> [N, C, H, W], summing overlapping patches in the
-// order (ki, kj) ascending.
+// order (ki, kj) ascending. Col2ImInto writes it over `out` (contiguous [N, C, H, W]).
 at::Tensor Col2Im(const at::Tensor& cols, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
                   int64_t kw, int64_t stride, int64_t padding);
+void Col2ImInto(const at::Tensor& cols, at::Tensor& out, int64_t kh, int64_t kw, int64_t stride,
+                int64_t padding);
 
 // Col2Im(row_factor[:, None] * col_factor[None, :]) without the [C*kh*kw, N*oh*ow] product:
 // row_factor has C*kh*kw values, col_factor N*oh*ow; the same bits as Col2Im of the product
@@ -35,5 +39,32 @@ at::Tensor Im2ColRowNorms(const at::Tensor& x, int64_t kh, int64_t kw, int64_t s
 // buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.
 // A pure function of the shapes, so chunking is the same on every machine.
 int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t element_size);
+
+// How a convolution splits its batch: groups of `per_group` images whose columns fit a core's
+// cache (about 1 MiB, or the weight's size if larger: each GEMM packs it; at least one image
+// and enough images for 256 columns). ForEach(f) calls
+// f(first, count) for every group; ForEachRun(runs, f) calls f(run, first, count) for every
+// group in order within `runs` contiguous runs of groups (run r: groups [r G / runs,
+// (r + 1) G / runs)), so a caller can add results within a run. With at least as many tasks
+// as LibTorch has threads they run in parallel (a BLAS call inside runs on its task's
+// thread), else in order (a BLAS call uses every thread). The groups and runs are a pure
+// function of the shapes, and a GEMM's element is the same dot product on any thread count,
+// so no result depends on the threads.
+struct ConvGroups {
+  int64_t n = 0;          // images
+  int64_t per_group = 1;  // images per group (the last may have fewer)
+  bool serial = false;    // always in order (a device profile: one stream)
+
+  int64_t count() const { return (n + per_group - 1) / per_group; }
+  void ForEach(const std::function<void(int64_t first, int64_t count)>& f) const;
+  void ForEachRun(int64_t runs,
+                  const std::function<void(int64_t run, int64_t first, int64_t count)>& f) const;
+};
+
+// The groups of a convolution of out_c filters over n images of c channels, a kh x kw kernel
+// and l output positions; `serial` (a device profile) takes chunks of ImagesPerChunk images,
+// in order.
+ConvGroups ConvGroupsFor(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t n, int64_t out_c,
+                         int64_t element_size, bool serial = false);
 
 }  // namespace vt

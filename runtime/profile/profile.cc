@@ -452,17 +452,18 @@ at::Tensor Conv2d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
   if (oh <= 0 || ow <= 0) throw Error("conv2d: kernel larger than the padded input");
   if (stride[0] != stride[1] || padding[0] != padding[1])
     throw Error("conv2d: stride and padding must be square");
-  // Large GEMMs over chunks of the batch: W [O, C*kh*kw] x cols [C*kh*kw, n_c*L] -> [O, n_c*L].
-  // Every output column is one dot product over C*kh*kw, so chunking changes no result.
+  // GEMMs over groups of images: W [O, C*kh*kw] x cols [C*kh*kw, n_g*L] -> [O, n_g*L]. Every
+  // output column is one dot product over C*kh*kw, so grouping changes no result. The groups'
+  // columns fit a core's cache and run in parallel, each GEMM on one thread.
   const at::Tensor w2d = w.reshape({out_c, -1});
-  const int64_t chunk = ImagesPerChunk(x.size(1), kh, kw, oh * ow, x.element_size());
+  const ConvGroups groups =
+      ConvGroupsFor(x.size(1), kh, kw, oh * ow, n, out_c, x.element_size(), CurrentProfile().cuda);
   at::Tensor out = at::empty({n, out_c, oh, ow}, x.options());
-  for (int64_t first = 0; first < n; first += chunk) {
-    const int64_t count = std::min(chunk, n - first);
+  groups.ForEach([&](int64_t first, int64_t count) {
     at::Tensor cols = Im2Col(x.narrow(0, first, count), kh, kw, stride[0], padding[0]);
     out.narrow(0, first, count)
         .copy_(Matmul(w2d, cols).view({out_c, count, oh, ow}).permute({1, 0, 2, 3}));
-  }
+  });
   return bias.defined() ? out + bias.view({1, out_c, 1, 1}) : out;
 }
 

@@ -1,5 +1,5 @@
-// The project's convolution (im2col + one GEMM, profile-ordered) against ATen's, forward and
-// backward, over strides, paddings and kernel sizes; and im2col against ATen's layout.
+// The project's convolution (im2col + GEMMs over groups of images, profile-ordered) against ATen's,
+// forward and backward, over strides, paddings and kernel sizes; and im2col against ATen's layout.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -116,12 +116,96 @@ TEST_CASE("Im2ColRowNorms equals the norms of Im2Col's rows, on any thread count
   }
 }
 
-TEST_CASE("Conv2dOp backward over several chunks of images: gradients and their magnitudes",
+TEST_CASE("ConvGroups: groups fit the cache, and every image is visited once, runs in order",
+          "[conv]") {
+  // 16 channels of 28x28, 3x3: 903 KB of columns per image, one image per group.
+  CHECK(vt::ConvGroupsFor(16, 3, 3, 28 * 28, 64, 16, sizeof(double)).per_group == 1);
+  // 4x4 outputs: enough images for 256 columns, and columns at least the weight's 18.9 MB.
+  CHECK(vt::ConvGroupsFor(64, 3, 3, 16, 64, 4, sizeof(double)).per_group == 16);
+  CHECK(vt::ConvGroupsFor(512, 3, 3, 16, 64, 512, sizeof(double)).per_group == 32);
+  // Never more images than the batch; a device profile keeps the 16 MiB chunks.
+  CHECK(vt::ConvGroupsFor(1, 1, 1, 4, 3, 1, sizeof(double)).per_group == 3);
+  CHECK(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 9, 8, sizeof(double), true).per_group ==
+        vt::ImagesPerChunk(64, 3, 3, 40 * 40, sizeof(double)));
+  const int before = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    for (int64_t n : {1, 7, 10, 23}) {
+      vt::ConvGroups groups;
+      groups.n = n;
+      groups.per_group = 3;
+      for (int64_t runs : {1, 2, 3, 8}) {
+        INFO("threads " << threads << " n " << n << " runs " << runs);
+        // Per run, the groups it saw, in the order it saw them (each run is one task).
+        std::vector<std::vector<std::pair<int64_t, int64_t>>> seen(static_cast<size_t>(runs));
+        groups.ForEachRun(runs, [&](int64_t run, int64_t first, int64_t count) {
+          REQUIRE(run >= 0);
+          REQUIRE(run < runs);
+          seen[static_cast<size_t>(run)].emplace_back(first, count);
+        });
+        int64_t next = 0;
+        for (const auto& run : seen) {
+          for (const auto& [first, count] : run) {
+            CHECK(first == next);
+            CHECK(count == std::min<int64_t>(3, n - first));
+            next = first + count;
+          }
+        }
+        CHECK(next == n);
+      }
+    }
+  }
+  at::set_num_threads(before);
+}
+
+TEST_CASE("Conv2dOp's results are the same bits on 1 and 2 threads, over groups and runs",
+          "[conv]") {
+  // 12 images of 16 channels of 28x28: one image per group, 12 groups in 8 weight runs, run in
+  // parallel on 2 threads (each GEMM on its task's thread) and in order on 1.
+  vt::ActivateProfile(vt::FindProfile("native"));
+  REQUIRE(vt::ConvGroupsFor(16, 3, 3, 28 * 28, 12, 8, sizeof(double)).count() == 12);
+  at::manual_seed(52);
+  at::Tensor x = at::randn({12, 16, 28, 28}, at::kDouble).set_requires_grad(true);
+  at::Tensor w = at::randn({8, 16, 3, 3}, at::kDouble).set_requires_grad(true);
+  at::Tensor b = at::randn({8}, at::kDouble).set_requires_grad(true);
+  const at::Tensor gy = at::randn({12, 8, 28, 28}, at::kDouble);
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    at::Tensor y = vt::nn::Conv2dOp(x, w, b, 1, 1);
+    auto grads = torch::autograd::grad({y}, {x, w, b}, {gy});
+    grads.insert(grads.begin(), y.detach());
+    return grads;
+  };
+  const int before = at::get_num_threads();
+  const auto one = run(1), two = run(2);
+  at::set_num_threads(before);
+  auto ref = torch::autograd::grad({at::conv2d(x, w, b, {1, 1}, {1, 1})}, {x, w, b}, {gy});
+  for (int i = 0; i < 4; ++i) {
+    INFO("output " << i << " (y, then the gradients of x, w, b)");
+    CHECK(at::equal(one[static_cast<size_t>(i)], two[static_cast<size_t>(i)]));
+    if (i > 0) CHECK(at::allclose(one[static_cast<size_t>(i)], ref[i - 1], 1e-11, 1e-11));
+  }
+}
+
+TEST_CASE("Col2ImInto overwrites its output (a part of a larger tensor)", "[conv]") {
+  at::Tensor x = at::randn({2, 3, 6, 5}, at::kDouble);
+  const at::Tensor cols = vt::Im2Col(x, 3, 3, 1, 1);
+  at::Tensor all = at::full({4, 3, 6, 5}, 7.0, at::kDouble);
+  at::Tensor part = all.narrow(0, 1, 2);
+  vt::Col2ImInto(cols, part, 3, 3, 1, 1);
+  CHECK(at::equal(part, vt::Col2Im(cols, 2, 3, 6, 5, 3, 3, 1, 1)));
+  CHECK(at::equal(all.narrow(0, 0, 1), at::full({1, 3, 6, 5}, 7.0, at::kDouble)));
+  at::Tensor wrong = at::empty({2, 3, 6, 4}, at::kDouble);
+  CHECK_THROWS_WITH(vt::Col2ImInto(cols, wrong, 3, 3, 1, 1),
+                    Catch::Contains("Col2ImInto") && Catch::Contains("column values"));
+}
+
+TEST_CASE("Conv2dOp backward over several groups of images: gradients and their magnitudes",
           "[conv]") {
   // 64 channels of 40x40 with a 3x3 kernel: 7.4 MB of columns per image, so the backward
-  // pass works on chunks of two images (vt::ImagesPerChunk) and copies each into place.
+  // pass works on groups of one image and writes each into place.
   vt::ActivateProfile(vt::FindProfile("native"));
-  REQUIRE(vt::ImagesPerChunk(64, 3, 3, 40 * 40, sizeof(double)) == 2);
+  REQUIRE(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 3, 8, sizeof(double)).per_group == 1);
   at::manual_seed(51);
   at::Tensor x = at::randn({3, 64, 40, 40}, at::kDouble).set_requires_grad(true);
   at::Tensor w = at::randn({8, 64, 3, 3}, at::kDouble).set_requires_grad(true);
@@ -143,8 +227,8 @@ TEST_CASE("Conv2dOp backward over several chunks of images: gradients and their 
   const auto [ours, m_all] = run(x, gy);
   auto ref = torch::autograd::grad({at::conv2d(x, w, b, {1, 1}, {1, 1})}, {x, w, b}, {gy});
   for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-11, 1e-11));
-  // Each image's magnitude is its own sums, in the same order in any chunk: image by image
-  // (one chunk each) gives the same bits.
+  // Each image's magnitude is its own sums, in the same order in any batch: image by image
+  // gives the same bits.
   for (int64_t img = 0; img < 3; ++img) {
     INFO("image " << img);
     at::Tensor xi = x.detach().narrow(0, img, 1).clone().set_requires_grad(true);
