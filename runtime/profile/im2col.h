@@ -1,7 +1,9 @@
-// im2col / col2im in the layout one large GEMM wants: columns [C*kh*kw, N*oh*ow], so a
-// convolution over a whole batch is W[O, C*kh*kw] x cols (no per-image GEMMs, no transposing
-// copies of the columns). Parallel over input channels; every output element is written by
-// one thread in a fixed order, so results never depend on the thread count. float32/float64.
+// im2col / col2im in the layout one GEMM over several images wants: columns
+// [C*kh*kw, N*oh*ow], so a convolution over a group of images is W[O, C*kh*kw] x cols (no
+// per-image GEMMs, no transposing copies of the columns); ConvGroups splits a batch into such
+// groups. Parallel over input channels (serial inside a parallel group); every output element
+// is written by one thread in a fixed order, so results never depend on the thread count.
+// float32/float64.
 #pragma once
 
 #include <ATen/core/Tensor.h>
