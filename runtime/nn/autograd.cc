@@ -135,12 +135,13 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       // ||x window|| per output position: the window sums of x^2 over channels and taps.
       at::NoGradGuard no_grad;
       const int64_t kh = w.size(2), kw = w.size(3);
+      // (Im2Col of the one channel: any padding, which avg_pool2d limits to half the kernel.)
       at::Tensor sq = (x * x).sum(1, true);
-      at::Tensor win = at::avg_pool2d(sq, {kh, kw}, {stride, stride}, {padding, padding},
-                                      /*ceil_mode=*/false, /*count_include_pad=*/true)
-                           .mul_(static_cast<double>(kh * kw))
-                           .sqrt_();                         // [N, 1, oh, ow]
-      at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
+      at::Tensor win = vt::Im2Col(sq, kh, kw, stride, padding)
+                           .sum(0)
+                           .sqrt_()
+                           .view({y.size(0), 1, y.size(2), y.size(3)});  // [N, 1, oh, ow]
+      at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));              // [O, 1]
       // y [N, O, oh, ow] as [N, O rows, oh*ow columns]: ||w_o|| ||x window|| + |bias_o|.
       OfferProductMagnitude(y, w.size(0), y.size(2) * y.size(3), wn.view({1, -1, 1, 1}), win,
                             bias.numel() > 0 ? bias.abs().view({1, -1, 1, 1}) : at::Tensor(),
@@ -188,12 +189,14 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     at::Tensor gb = has_bias ? vt::Sum(g.transpose(0, 1).reshape({out_c, -1}), {1}) : at::Tensor();
     if (MagnitudesWanted()) {
       // Over the whole batch (the same on every profile, whatever its groups): the input
-      // gradient's columns gcols_(r, p) <= ||w_:,r|| ||g_:,p||, gathered back like gcols; the
-      // weight gradient's <= ||g_o,:|| ||cols_r,:||; the bias's sum of |g|.
+      // gradient's columns gcols_(r, p) <= ||w_:,r|| ||g_:,p||, gathered back like gcols (tap
+      // by tap: a bound over all taps at once would count taps that do not reach an edge or a
+      // strided position); the weight gradient's <= ||g_o,:|| ||cols_r,:||; the bias's, the sum
+      // of |g|.
       at::NoGradGuard no_grad;
       const MatrixNorms gn =
           NormsOf(g.view({n, out_c, l}), kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
-      at::Tensor w_cols = ColNorms(w.reshape({out_c, -1})).t();  // [R, 1]
+      const at::Tensor w_cols = ColNorms(w.reshape({out_c, -1})).t();  // [R, 1]
       OfferMagnitude(gx, vt::Col2ImOuter(w_cols, gn.cols, n, c, h, wd, kh, kw, stride, padding));
       at::Tensor g_rows = gn.rows.square().sum(0).sqrt_();  // [O, 1]
       AddGradMagnitude(w, g_rows * vt::Im2ColRowNorms(x, kh, kw, stride, padding).t());

@@ -37,9 +37,10 @@
 
 namespace vt::train {
 
-// "2": windows with per-element magnitudes (docs/ROUNDING.md "The window"). A run made under
-// version 1 (one scale per tensor) replays only with the vtrun that made it.
-constexpr const char* kSpecVersion = "2";
+// "3": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
+// convolution's weight-gradient magnitude over the whole batch). A run made under an earlier
+// version replays only with the vtrun that made it.
+constexpr const char* kSpecVersion = "3";
 
 // The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating
 // a spec builds its model, and a spec is untrusted input (a trainer discloses it to every

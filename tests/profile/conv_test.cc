@@ -237,3 +237,55 @@ TEST_CASE("Conv2dOp backward over several groups of images: gradients and their 
     CHECK(at::allclose(one[0], ours[0].narrow(0, img, 1), 1e-11, 1e-11));
   }
 }
+
+TEST_CASE("Conv2dOp's magnitudes bound the sums of |terms| of its outputs and gradients",
+          "[conv]") {
+  // Each magnitude must be at least the sum of the absolute values of the terms its value
+  // adds (what the order of a sum can change), for the forward, the input gradient (the
+  // transposed product over filters and taps) and the weight and bias gradients; computed
+  // here as the same convolutions of |x|, |w| and |g|.
+  vt::ActivateProfile(vt::FindProfile("native"));
+  vt::nn::WindowTable windows;
+  for (vt::nn::Window& win : windows.by_kind) win = {0.0625, 0x1p-40};
+  at::manual_seed(53);
+  for (int64_t k : {1, 2, 3}) {
+    for (int64_t stride : {1, 2}) {
+      for (int64_t pad : {0, 1}) {
+        INFO("k=" << k << " stride=" << stride << " pad=" << pad);
+        at::Tensor x = at::randn({5, 6, 11, 9}, at::kDouble).set_requires_grad(true);
+        at::Tensor w = at::randn({7, 6, k, k}, at::kDouble).set_requires_grad(true);
+        at::Tensor b = at::randn({7}, at::kDouble).set_requires_grad(true);
+        vt::nn::StepLog log;
+        vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
+        vt::nn::StepContext::Scope scope(&c);
+        at::Tensor y = vt::nn::Conv2dOp(x, w, b, stride, pad);
+        const at::Tensor gy = at::randn(y.sizes(), at::kDouble);
+        auto grads = torch::autograd::grad({y}, {x, w, b}, {gy});
+        const at::Tensor m_y = c.OfferedFor(y).reshape(y.sizes());
+        const at::Tensor m_x = c.OfferedFor(grads[0]).reshape(x.sizes());
+        const at::Tensor m_w = c.TakeGradMagnitude(w).reshape(w.sizes());
+        const at::Tensor m_b = c.TakeGradMagnitude(b).reshape(b.sizes());
+        // The sums of |terms|: the same convolution of the absolute values.
+        at::Tensor ax = x.detach().abs().set_requires_grad(true);
+        at::Tensor aw = w.detach().abs().set_requires_grad(true);
+        at::Tensor ab = b.detach().abs().set_requires_grad(true);
+        at::Tensor ay = at::conv2d(ax, aw, ab, {stride, stride}, {pad, pad});
+        auto sums = torch::autograd::grad({ay}, {ax, aw, ab}, {gy.abs()});
+        const double slack = 1 - 1e-12;
+        CHECK(at::all(m_y >= ay.detach() * slack).item<bool>());
+        CHECK(at::all(m_x >= sums[0] * slack).item<bool>());
+        CHECK(at::all(m_w >= sums[1] * slack).item<bool>());
+        CHECK(at::all(m_b >= sums[2] * slack).item<bool>());
+        // And, tap by tap, not far above them: over random values a Cauchy-Schwarz bound over
+        // 7 filters is about pi/2 times the sum of |terms| on average. A bound over all taps
+        // at once would be about sqrt(kh*kw / taps that reach) times wider still at the edges
+        // and at strided positions, and give the trainer that much more room.
+        const at::Tensor reached = sums[0] > 0;
+        CHECK(at::equal(reached, m_x > 0));
+        const double mean_ratio =
+            (m_x.masked_select(reached) / sums[0].masked_select(reached)).mean().item<double>();
+        CHECK(mean_ratio < 2.2);
+      }
+    }
+  }
+}
