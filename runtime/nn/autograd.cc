@@ -182,7 +182,7 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       at::Tensor gx_part = gx.narrow(0, first, count);
       vt::Col2ImInto(vt::Matmul(w2d_t, g2d), gx_part, kh, kw, stride, padding);
     });
-    at::Tensor gw = gw_runs[0];
+    at::Tensor gw = runs == 0 ? at::zeros({out_c, c * kh * kw}, w.options()) : gw_runs[0];
     for (size_t r = 1; r < gw_runs.size(); ++r) gw = gw + gw_runs[r];
     gw = gw.view(w.sizes());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();

@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
+#include <optional>
 
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
@@ -184,6 +185,29 @@ TEST_CASE("Conv2dOp's results are the same bits on 1 and 2 threads, over groups 
     INFO("output " << i << " (y, then the gradients of x, w, b)");
     CHECK(at::equal(one[static_cast<size_t>(i)], two[static_cast<size_t>(i)]));
     if (i > 0) CHECK(at::allclose(one[static_cast<size_t>(i)], ref[i - 1], 1e-11, 1e-11));
+  }
+}
+
+TEST_CASE("Conv2dOp over an empty batch: empty output and input gradient, zero weight gradient",
+          "[conv]") {
+  vt::ActivateProfile(vt::FindProfile("native"));
+  vt::nn::WindowTable windows;
+  for (vt::nn::Window& win : windows.by_kind) win = {0.0625, 0x1p-40};
+  for (bool magnitudes : {false, true}) {
+    INFO("magnitudes " << magnitudes);
+    vt::nn::StepLog log;
+    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
+    std::optional<vt::nn::StepContext::Scope> scope;
+    if (magnitudes) scope.emplace(&c);
+    at::Tensor x = at::randn({0, 3, 6, 5}, at::kDouble).set_requires_grad(true);
+    at::Tensor w = at::randn({4, 3, 3, 3}, at::kDouble).set_requires_grad(true);
+    at::Tensor b = at::randn({4}, at::kDouble).set_requires_grad(true);
+    at::Tensor y = vt::nn::Conv2dOp(x, w, b, 1, 1);
+    CHECK(y.sizes() == at::IntArrayRef({0, 4, 6, 5}));
+    auto grads = torch::autograd::grad({y}, {x, w, b}, {at::zeros_like(y)});
+    CHECK(grads[0].sizes() == x.sizes());
+    CHECK(at::equal(grads[1], at::zeros_like(w)));
+    CHECK(at::equal(grads[2], at::zeros_like(b)));
   }
 }
 
