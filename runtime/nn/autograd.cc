@@ -186,7 +186,7 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     for (size_t r = 1; r < gw_runs.size(); ++r) gw = gw + gw_runs[r];
     gw = gw.view(w.sizes());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    at::Tensor gb = has_bias ? vt::Sum(g.transpose(0, 1).reshape({out_c, -1}), {1}) : at::Tensor();
+    at::Tensor gb = has_bias ? vt::Sum(g, {0, 2, 3}) : at::Tensor();
     if (MagnitudesWanted()) {
       // Over the whole batch (the same on every profile, whatever its groups): the input
       // gradient's columns gcols_(r, p) <= ||w_:,r|| ||g_:,p||, gathered back like gcols (tap
