@@ -91,6 +91,11 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
                      LogRecord* log = nullptr, const BoundaryContext& context = {},
                      const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
 
+// How many blocks of store::kCrc32cBlock output bytes Round/RoundInto/Replay/ReplayInto have
+// checksummed in this process so far (all threads). Lets tests check that a replay
+// re-checksums each block its EXACT entries changed once, not once per entry.
+int64_t ChecksummedBlocks();
+
 // What a replay found (ROUNDING.md). Each count is over this call's elements.
 struct ReplayReport {
   int64_t elements = 0;      // Elements replayed.

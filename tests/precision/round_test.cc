@@ -487,9 +487,15 @@ TEST_CASE("round and replay: the output's CRC-32C computed as it is written is i
       // The auditor's values: the trainer's, perturbed, so its EXACT entries change values.
       const at::Tensor mine = x * (1.0 + 1e-12);
       crc = 0xdeadbeef;
+      const int64_t before = vt::precision::ChecksummedBlocks();
       const at::Tensor replayed =
           vt::precision::Replay(mine, record, options, {}, {}, &crc).rounded;
       CHECK(crc == crc_of(replayed));
+      // Each full block once as it is written, and at most once more for its EXACT values
+      // (once per EXACT value, a log of many EXACT entries cost entries x 256 KiB).
+      const int64_t full = n / kBlock;
+      CHECK(vt::precision::ChecksummedBlocks() - before <= 2 * full);
+      if (n > kBlock) REQUIRE(record.counts().exact > 2 * full);
       at::Tensor replayed_in_place = mine.clone();
       crc = 0xdeadbeef;
       vt::precision::ReplayInto(replayed_in_place, record, replayed_in_place, options, {}, {},
