@@ -483,6 +483,15 @@ void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, d
   ActiveDispatch().table->replay[x == out](p, x, states, out, n, tally);
 }
 
+void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint8_t* states,
+                              double* out, int64_t n, ReplayTally* tally) {
+  if (ActiveDispatch().isa == KernelIsa::kAvx512) {
+    avx512::ReplayNoneZeroWindow(p, x, out, n, tally);
+    return;
+  }
+  ReplaySpan(p, x, states, out, n, tally);
+}
+
 void GridSpan(uint64_t k, const double* x, double* lo, double* hi, int64_t n, bool* out_of_range) {
   ActiveDispatch().table->grid(k, x, lo, hi, n, out_of_range);
 }

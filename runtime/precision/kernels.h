@@ -83,6 +83,14 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                 int64_t n, ReplayTally* tally, const double* magnitude = nullptr);
 
+// ReplaySpan for a record without entries (every states[i] NONE) under the zero window
+// (p.band 0, p.alpha_scale 0, no magnitudes: an exact boundary's): the same results and
+// counts (only near_misses, the exact ties, can be nonzero). The AVX-512 variant reads no
+// states and skips the window's arithmetic, which the optimizer's exact boundaries (AdamW's
+// moments and updates, every parameter's every step) otherwise pay in the auditor.
+void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint8_t* states,
+                              double* out, int64_t n, ReplayTally* tally);
+
 // lo[i] = lo_b(x[i]), hi[i] = hi_b(x[i]) (signed: lo <= x <= hi). For |x| above the
 // largest grid value, hi is +-2^128 (the FP32 overflow threshold). Sets `*out_of_range` if
 // some x is NaN, infinite or >= 2^128 in magnitude.

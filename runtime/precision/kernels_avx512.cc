@@ -590,6 +590,49 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   tally->bad_magnitude |= bad_m != 0;
 }
 
+// A record without entries (every state NONE) under the zero window (band 0, alpha 0: an
+// exact boundary's). ReplayBits8 then gives rnd_b(x'), and of its counts only near_misses can
+// be nonzero: the exact ties, where d = 0 <= w = 0 (no entry, so no corrections or
+// illegitimate entries; a shut window, so nothing steerable). Lanes off the integer path
+// take Replay8 with NONE states, so every result and count is ReplayShaped's.
+
+// 8 lanes of it on the integer path: false, writing nothing, when that does not apply.
+VT_AVX512 inline bool ReplayNoneZeroBits8(const BitsWindow& b, const double* x, double* out,
+                                          __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
+  BitLanes l;
+  if (!b.usable || !BitLanesOf8(b, x, valid, &l)) return false;
+  c->near_misses += Count(_mm512_mask_cmpeq_epi64_mask(valid, l.dist, _mm512_setzero_si512()));
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+  return true;
+}
+
+VT_AVX512 void ReplayNoneZeroWindowShaped(const KernelParams& params, const double* x, double* out,
+                                          int64_t n, ReplayTally* tally) {
+  const KernelParams p = params;  // a local copy: the output stores cannot alias it
+  static const uint8_t kNone[8] = {};
+  __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
+  ReplayCounts c;
+  const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
+  auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
+    if (ReplayNoneZeroBits8(bits, x + i, out + i, valid, &c, &max_r)) return;
+    Replay8<Shape::kAbsolute, Mag::kScale>(p, x + i, nullptr, kNone, out + i, valid, &c, &max_r,
+                                           &bad_m);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) replay8(i, 0xff);
+  if (i < n) replay8(i, TailMask(n - i));
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->corrections += c.corrections;
+  tally->illegitimate += c.illegitimate;
+  tally->near_misses += c.near_misses;
+  tally->steerable += c.steerable;
+  tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
+}
+
 }  // namespace
 
 VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,
@@ -601,6 +644,11 @@ VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uin
   } else {
     RoundLogShaped<Shape::kGeneral>(p, x, out, states, n, tally);
   }
+}
+
+VT_AVX512 void ReplayNoneZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
+                                    ReplayTally* tally) {
+  ReplayNoneZeroWindowShaped(p, x, out, n, tally);
 }
 
 VT_AVX512 void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out,

@@ -23,6 +23,11 @@ void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* stat
 void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out, int64_t n,
             ReplayTally* tally);
 
+// Replay for a record whose states are all NONE under the zero window (band 0, alpha 0, no
+// magnitudes), reading no states (kernels.h ReplayNoneZeroWindowSpan).
+void ReplayNoneZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
+                          ReplayTally* tally);
+
 // The same with per-element absolute terms: fl(alpha * magnitude[i]), or fl(alpha * |x[i]|)
 // when `magnitude` is null (kernels.h KernelParams::own_magnitude); bad magnitudes set
 // tally->bad_magnitude.

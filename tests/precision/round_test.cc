@@ -612,6 +612,83 @@ TEST_CASE("round: any split into chunks gives the same outputs, states and talli
   CHECK(s_io == s_whole);
 }
 
+TEST_CASE("replay: an exact boundary's record (zero window, all NONE) replays as ReplaySpan does") {
+  // ReplayNoneZeroWindowSpan skips the states and the window's arithmetic; its results and
+  // counts must be ReplaySpan's with all-NONE states, on every variant: near misses are the
+  // exact ties (d = 0 <= w = 0), so the data holds ties, zeros, values on the grid, values
+  // below a quarter spacing (the subnormal grid's ties too) and, sometimes, an overflow.
+  const uint64_t seed = oracle::TestSeed("replay: none zero window");
+  oracle::ValueGenerator gen(seed);
+  IsaGuard guard;
+  int64_t ties_seen = 0;
+  for (uint64_t k : {uint64_t{0}, uint64_t{3}, uint64_t{9}, uint64_t{22}}) {
+    vt::precision::KernelParams p;
+    p.k = k;
+    p.band = 0.0;
+    p.alpha_scale = 0.0;
+    for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 130, 4099}) {
+      std::vector<double> xs;
+      for (int64_t i = 0; i < n; ++i) {
+        const int kind = gen.Int(0, 6);
+        double v = gen.Any(32 - static_cast<int>(k));
+        if (!(std::fabs(v) < 0x1p100)) v = 1.5;
+        if (kind == 0) v = 0.0;
+        if (kind == 1) v = static_cast<double>(static_cast<float>(v));  // on the FP32 grid
+        if (kind == 2) v = std::ldexp(gen.Any(32), -160);               // below g/4
+        if (kind == 3 || kind == 4) {
+          // A tie: a point r of the b-bit grid plus half its spacing.
+          if (kind == 4) v = std::ldexp(1.0, gen.Int(-149, -127)) * (gen.Int(1, 7) | 1);
+          int e = 0;
+          std::frexp(v, &e);  // |v| in [2^(e-1), 2^e)
+          const double g = std::ldexp(1.0, std::max(e - 1, -126) - 23 + static_cast<int>(k));
+          v = std::floor(v / g) * g + g / 2;
+        }
+        xs.push_back(v);
+      }
+      if (n > 0 && n % 9 == 0)
+        xs[static_cast<size_t>(gen.Int(0, static_cast<int>(n) - 1))] = 0x1p200;
+      const std::vector<uint8_t> none(static_cast<size_t>(n), 0);
+      for (KernelIsa isa : vt::precision::SupportedKernelIsas()) {
+        vt::precision::SetKernelIsa(isa);
+        INFO("k=" << k << " n=" << n << " variant " << vt::precision::KernelIsaName(isa));
+        std::vector<double> general(static_cast<size_t>(n)), fast(static_cast<size_t>(n));
+        vt::precision::ReplayTally tg, tf;
+        vt::precision::ReplaySpan(p, xs.data(), none.data(), general.data(), n, &tg);
+        vt::precision::ReplayNoneZeroWindowSpan(p, xs.data(), none.data(), fast.data(), n, &tf);
+        REQUIRE(tg.out_of_range == tf.out_of_range);
+        if (tg.out_of_range) continue;  // outputs are unspecified then
+        CHECK((n == 0 || std::memcmp(general.data(), fast.data(), general.size() * 8) == 0));
+        CHECK(tg.corrections == tf.corrections);
+        CHECK(tg.illegitimate == tf.illegitimate);
+        CHECK(tg.near_misses == tf.near_misses);
+        CHECK(tg.steerable == tf.steerable);
+        CHECK(tg.bad_magnitude == tf.bad_magnitude);
+        // In place through one pointer, as exact boundaries replay.
+        std::vector<double> io = xs;
+        vt::precision::ReplayTally ti;
+        vt::precision::ReplayNoneZeroWindowSpan(p, io.data(), none.data(), io.data(), n, &ti);
+        CHECK((n == 0 || std::memcmp(io.data(), general.data(), io.size() * 8) == 0));
+        CHECK(ti.near_misses == tg.near_misses);
+        ties_seen += tg.near_misses;
+      }
+      // Through Replay: the record of an exact boundary takes this path; its report is the same.
+      if (n > 0 && n % 9 != 0) {
+        const LogRecord none_record = LogRecord::FromStates(none, {});
+        RoundOptions options = Options(32 - static_cast<int>(k), 0.0, 0.0);
+        uint32_t crc = 0;
+        const auto r = vt::precision::Replay(ToTensor(xs), none_record, options, {}, {}, &crc);
+        std::vector<double> general(static_cast<size_t>(n));
+        vt::precision::ReplayTally tg;
+        vt::precision::ReplaySpan(p, xs.data(), none.data(), general.data(), n, &tg);
+        CHECK(r.report.near_misses == tg.near_misses);
+        CHECK(r.report.corrections == 0);
+        CHECK(std::memcmp(r.rounded.data_ptr<double>(), general.data(), general.size() * 8) == 0);
+      }
+    }
+  }
+  CHECK(ties_seen > 100);  // the ties are there, so a kernel that misses them fails
+}
+
 TEST_CASE("round: kernel variants agree on every span length, window shape and value class") {
   // The AVX-512 kernels are written by hand with a masked tail and fast paths per window
   // shape (band 0; alpha 0 with band <= 1/4; general) and for values below a quarter
