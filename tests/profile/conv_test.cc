@@ -67,6 +67,45 @@ TEST_CASE("LinearOp and MatmulOp gradients match ATen's", "[conv]") {
   vt::ActivateProfile(vt::FindProfile("native"));
 }
 
+TEST_CASE("Col2Im adds each element's taps in (ki, kj) order from zero, bit for bit", "[conv]") {
+  // The contract every profile's input gradient rests on (and the order a replay on another
+  // version must meet): element (img, ch, y, x) is 0 + the terms of its taps, row by row of
+  // the kernel, whatever order the kernel walks images and taps in.
+  at::manual_seed(12);
+  struct Geometry {
+    int64_t n, c, h, w, k, stride, pad;
+  };
+  for (const Geometry& g : {Geometry{3, 2, 7, 9, 3, 1, 1}, Geometry{2, 3, 8, 8, 3, 2, 1},
+                            Geometry{2, 2, 6, 5, 5, 1, 2}, Geometry{1, 3, 5, 6, 1, 2, 0}}) {
+    const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
+    const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+    // Terms of mixed magnitudes, so that another order of additions shows in the bits.
+    const at::Tensor cols = at::randn({g.c * g.k * g.k, g.n * oh * ow}, at::kDouble) *
+                            at::pow(10.0, at::randint(-8, 9, {g.c * g.k * g.k, g.n * oh * ow},
+                                                      at::kDouble));
+    const at::Tensor got = vt::Col2Im(cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
+    at::Tensor want = at::zeros({g.n, g.c, g.h, g.w}, at::kDouble);
+    auto c = cols.accessor<double, 2>();
+    auto o = want.accessor<double, 4>();
+    for (int64_t img = 0; img < g.n; ++img) {
+      for (int64_t ch = 0; ch < g.c; ++ch) {
+        for (int64_t ki = 0; ki < g.k; ++ki) {
+          for (int64_t kj = 0; kj < g.k; ++kj) {
+            for (int64_t oy = 0; oy < oh; ++oy) {
+              for (int64_t ox = 0; ox < ow; ++ox) {
+                const int64_t y = oy * g.stride - g.pad + ki, x = ox * g.stride - g.pad + kj;
+                if (y < 0 || y >= g.h || x < 0 || x >= g.w) continue;
+                o[img][ch][y][x] += c[(ch * g.k + ki) * g.k + kj][(img * oh + oy) * ow + ox];
+              }
+            }
+          }
+        }
+      }
+    }
+    CHECK(at::equal(got, want));
+  }
+}
+
 TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]") {
   at::manual_seed(11);
   struct Geometry {
