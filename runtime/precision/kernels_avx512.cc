@@ -459,7 +459,12 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
   const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
   const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
-  const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid);
+  // Values on the grid need their distance to the nearest midpoint. Under the relative
+  // window (band <= 1/4 on this path) only for their entries: that distance is at least g/4
+  // (g/4 just above a power of two, g/2 elsewhere, g0/2 at zero) and w = band g <= g/4, so
+  // such a value is never a near miss. (Zeros, often half of attention's values, skip it.)
+  const __mmask8 on_grid = static_cast<__mmask8>(
+      ~l.off & valid & (kShape == Shape::kRelative ? is_dir : static_cast<__mmask8>(0xff)));
   __m512i result = l.r;
   if (static_cast<__mmask8>(move_up | move_down | on_grid) != 0) {
     const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));

@@ -80,9 +80,9 @@ TEST_CASE("Col2Im adds each element's taps in (ki, kj) order from zero, bit for 
     const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
     const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
     // Terms of mixed magnitudes, so that another order of additions shows in the bits.
-    const at::Tensor cols = at::randn({g.c * g.k * g.k, g.n * oh * ow}, at::kDouble) *
-                            at::pow(10.0, at::randint(-8, 9, {g.c * g.k * g.k, g.n * oh * ow},
-                                                      at::kDouble));
+    const at::Tensor cols =
+        at::randn({g.c * g.k * g.k, g.n * oh * ow}, at::kDouble) *
+        at::pow(10.0, at::randint(-8, 9, {g.c * g.k * g.k, g.n * oh * ow}, at::kDouble));
     const at::Tensor got = vt::Col2Im(cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
     at::Tensor want = at::zeros({g.n, g.c, g.h, g.w}, at::kDouble);
     auto c = cols.accessor<double, 2>();
