@@ -449,6 +449,9 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     if (const __mmask8 zero = static_cast<__mmask8>(l.zero & valid); zero != 0) {
       far |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ);
       steer |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ);
+      // A zero's nearest midpoint is g0/2 (OnGridMid8): a near miss as the branch for values
+      // on the grid below finds it, which zeros without an entry skip.
+      near |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ);
     }
   }
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
@@ -459,12 +462,12 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
   const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
   const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
-  // Values on the grid need their distance to the nearest midpoint. Under the relative
-  // window (band <= 1/4 on this path) only for their entries: that distance is at least g/4
-  // (g/4 just above a power of two, g/2 elsewhere, g0/2 at zero) and w = band g <= g/4, so
-  // such a value is never a near miss. (Zeros, often half of attention's values, skip it.)
-  const __mmask8 on_grid = static_cast<__mmask8>(
-      ~l.off & valid & (kShape == Shape::kRelative ? is_dir : static_cast<__mmask8>(0xff)));
+  // Values on the grid need their distance to the nearest midpoint only for their entries
+  // (zeros, often half of attention's values, above all skip it). It is at least g/4 (g/4 at
+  // a power of two, g/2 elsewhere, g0/2 at zero), so it never makes a near miss where the
+  // window is at most g/4: the relative window (band <= 1/4 on this path) and the absolute
+  // one off zero (w <= g/16, AbsoluteBits8); a zero's, under the absolute window, is above.
+  const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid & is_dir);
   __m512i result = l.r;
   if (static_cast<__mmask8>(move_up | move_down | on_grid) != 0) {
     const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));

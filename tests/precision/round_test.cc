@@ -702,12 +702,13 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
   };
   // Band 0 with an absolute term between a quarter and half the spacing at zero (2^(k-149)):
   // zeros are steerable there but not too wide for a direction.
-  // Relative windows narrower than g/4 too: there an entry on a value on the grid can be
-  // illegitimate (its nearest midpoint farther than 2w), which the integer path must see.
+  // Relative windows narrower than g/4 too, and an absolute one under a quarter of the
+  // spacing at zero: there an entry on a value on the grid (a zero) can be illegitimate (its
+  // nearest midpoint farther than 2w), which the integer path must see.
   const Shape shapes[] = {
       {0, 0.25, 0.0}, {0, 0.0, P2(-30)},  {3, 0.1, P2(-40)},        {0, 0.5, 0.0},
       {9, 0.0, 0.0},  {0, 0.2, P2(-140)}, {0, 0.0, 1.5 * P2(-151)}, {4, 0.0, 1.5 * P2(-147)},
-      {0, 0.1, 0.0},  {5, 0.125, 0.0}};
+      {0, 0.1, 0.0},  {5, 0.125, 0.0},    {0, 0.0, P2(-152)}};
   for (const Shape& shape : shapes) {
     vt::precision::KernelParams p;
     p.k = shape.k;
