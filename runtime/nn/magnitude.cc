@@ -264,6 +264,19 @@ at::Tensor ChannelAbsSum(const at::Tensor& a_in, const at::Tensor& b_in) {
   return out;
 }
 
+void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a_in, const at::Tensor& c_in) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !step->magnitudes_wanted()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
+  if (y.is_contiguous() && y.numel() == a.numel() && Fusable({&a}, {&c}) && a.numel() > 0) {
+    step->OfferComputedMagnitude(y, precision::Magnitude(precision::ChannelMagnitude{
+                                        a, {}, {}, {}, c, {}, a.size(1), a.size(2) * a.size(3)}));
+    return;
+  }
+  step->OfferMagnitude(y, AbsPlusChannel(a, c));
+}
+
 at::Tensor AbsPlusChannel(const at::Tensor& a_in, const at::Tensor& c_in) {
   at::NoGradGuard no_grad;
   const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
@@ -292,21 +305,19 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
                                     (xhat * PerChannelView(mean_gx)).abs()),
             ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
   }
-  BatchNormGradMagnitudes out{at::empty_like(g), at::zeros({g.size(1)}, g.options()),
-                              at::zeros({g.size(1)}, g.options())};
+  // The input gradient's magnitude is computed where it is used (precision::ChannelMagnitude:
+  // rstd (|g w| + |mean_g| + |xhat mean_gx|), the expression's bits); here, the two channel
+  // sums with ChannelAbsSum's four partial sums.
+  const int64_t c = g.size(1), plane_size = g.size(2) * g.size(3);
+  BatchNormGradMagnitudes out{precision::Magnitude(precision::ChannelMagnitude{
+                                  g, xhat, rstd, w, mean_g, mean_gx, c, plane_size}),
+                              at::zeros({c}, g.options()), at::zeros({c}, g.options())};
   const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
-  const double *pw = w.data_ptr<double>(), *pr = rstd.data_ptr<double>();
-  const double *pm = mean_g.data_ptr<double>(), *pmx = mean_gx.data_ptr<double>();
-  double* o = out.gx.data_ptr<double>();
   double *ow = out.w.data_ptr<double>(), *ob = out.b.data_ptr<double>();
   ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
-    const double wc = pw[ch], rc = pr[ch], mc = std::fabs(pm[ch]), mxc = pmx[ch];
-    // The element's magnitude as the expression above, and the two channel sums with
-    // ChannelAbsSum's four partial sums.
     double sw[4] = {0.0, 0.0, 0.0, 0.0}, sb[4] = {0.0, 0.0, 0.0, 0.0};
     auto one = [&](int64_t i, int l) __attribute__((always_inline)) {
       const double gv = pg[off + i], xv = px[off + i];
-      o[off + i] = rc * (std::fabs(gv * wc) + mc + std::fabs(xv * mxc));
       sw[l] += std::fabs(gv * xv);
       sb[l] += std::fabs(gv);
     };

@@ -16,6 +16,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "runtime/precision/magnitude_source.h"
+
 namespace vt::nn {
 
 // ||t_i,:||_2 over the last dimension, kept: [..., m, k] -> [..., m, 1].
@@ -61,11 +63,15 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
 //   BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx), in one pass over g and xhat:
 //     .gx  rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)           -> g's shape
 //     .w   ChannelAbsSum(g, xhat), .b  ChannelAbsSum(g) (the same bits)    -> [C]
+//   .gx is computed by the boundary's kernels block by block (precision::ChannelMagnitude,
+//   the expression's bits, never written out); so is OfferAbsPlusChannel's |a| + |c_ch|.
 // Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
 at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
 at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
+void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a, const at::Tensor& c);
 struct BatchNormGradMagnitudes {
-  at::Tensor gx, w, b;
+  precision::Magnitude gx;
+  at::Tensor w, b;
 };
 BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const at::Tensor& xhat,
                                                     const at::Tensor& w, const at::Tensor& rstd,

@@ -186,7 +186,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     ctx->mark_non_differentiable({mean, var});
     const at::Tensor scaled = xhat * PerChannel(w);
     at::Tensor y = scaled + PerChannel(b);
-    if (MagnitudesWanted()) OfferMagnitude(y, Detached([&] { return AbsPlusChannel(scaled, b); }));
+    if (MagnitudesWanted()) OfferAbsPlusChannel(y, scaled, b);
     return {y, mean, var};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -207,7 +207,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
       BatchNormGradMagnitudes m = BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx);
-      OfferMagnitude(gx, m.gx);
+      OfferComputedMagnitude(gx, std::move(m.gx));
       AddGradMagnitude(w, m.w);
       AddGradMagnitude(saved[3], m.b);
     }

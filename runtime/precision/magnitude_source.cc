@@ -48,6 +48,17 @@ VT_MAGNITUDE_CLONES void AbsRun(const double* a, const double* mul, int64_t n, d
   }
 }
 
+// dst[k] = fl(r * fl(fl(|fl(a[k] * p)| + q) + |fl(b[k] * s)|)) (q >= 0), without the b term
+// when b is null.
+VT_MAGNITUDE_CLONES void ChannelRun(const double* a, const double* b, double r, double p, double q,
+                                    double s, int64_t n, double* dst) {
+  if (b == nullptr) {
+    for (int64_t k = 0; k < n; ++k) dst[k] = r * (std::fabs(a[k] * p) + q);
+  } else {
+    for (int64_t k = 0; k < n; ++k) dst[k] = r * ((std::fabs(a[k] * p) + q) + std::fabs(b[k] * s));
+  }
+}
+
 // Throws vt::Error, naming `what`, unless t is a flat float64 factor of n or n * batch values.
 void RequireFactor(const at::Tensor& t, const char* what, int64_t n, int64_t batch) {
   if (FlatDoubles(t, n, batch)) return;
@@ -89,8 +100,26 @@ Magnitude::Magnitude(AbsMagnitude abs) : kind_(Kind::kAbs), abs_(std::move(abs))
   if (abs_.mul.defined()) RequireFactor(abs_.mul, "absolute magnitude: factor", abs_.a.numel(), 1);
 }
 
+Magnitude::Magnitude(ChannelMagnitude channel)
+    : kind_(Kind::kChannel), channel_(std::move(channel)) {
+  const ChannelMagnitude& c = channel_;
+  const int64_t n = c.a.defined() ? c.a.numel() : 0;
+  RequireFactor(c.a, "channel magnitude: tensor", n, 1);
+  if (c.channels <= 0 || c.plane <= 0 || n % (c.channels * c.plane) != 0) {
+    throw Error("channel magnitude: " + std::to_string(n) + " elements are not images of " +
+                std::to_string(c.channels) + " channels of " + std::to_string(c.plane) + " values");
+  }
+  if (c.b.defined()) RequireFactor(c.b, "channel magnitude: second tensor", n, 1);
+  RequireFactor(c.q, "channel magnitude: added term", c.channels, 1);
+  if (c.r.defined()) RequireFactor(c.r, "channel magnitude: scale", c.channels, 1);
+  if (c.p.defined()) RequireFactor(c.p, "channel magnitude: factor", c.channels, 1);
+  if (c.b.defined()) RequireFactor(c.s, "channel magnitude: second factor", c.channels, 1);
+}
+
 int64_t Magnitude::numel() const {
   switch (kind_) {
+    case Kind::kChannel:
+      return channel_.a.numel();
     case Kind::kOuter:
       return outer_.batch * outer_.rows * outer_.cols;
     case Kind::kAbs:
@@ -102,6 +131,25 @@ int64_t Magnitude::numel() const {
 
 void Magnitude::Fill(int64_t begin, int64_t count, double* out) const {
   if (count <= 0) return;
+  if (kind_ == Kind::kChannel) {
+    const ChannelMagnitude& c = channel_;
+    const double* a = c.a.data_ptr<double>();
+    const double* b = c.b.defined() ? c.b.data_ptr<double>() : nullptr;
+    const double* r = c.r.defined() ? c.r.data_ptr<double>() : nullptr;
+    const double* p = c.p.defined() ? c.p.data_ptr<double>() : nullptr;
+    const double* q = c.q.data_ptr<double>();
+    const double* s = b != nullptr ? c.s.data_ptr<double>() : nullptr;
+    for (int64_t done = 0; done < count;) {
+      const int64_t i = begin + done;
+      const int64_t ch = (i / c.plane) % c.channels;
+      const int64_t run = std::min(c.plane - i % c.plane, count - done);
+      ChannelRun(a + i, b != nullptr ? b + i : nullptr, r != nullptr ? r[ch] : 1.0,
+                 p != nullptr ? p[ch] : 1.0, std::fabs(q[ch]), s != nullptr ? s[ch] : 0.0, run,
+                 out + done);
+      done += run;
+    }
+    return;
+  }
   if (kind_ == Kind::kAbs) {
     AbsRun(abs_.a.data_ptr<double>() + begin,
            abs_.mul.defined() ? abs_.mul.data_ptr<double>() + begin : nullptr, count, out);

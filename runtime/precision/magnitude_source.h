@@ -17,6 +17,13 @@
 //
 // An absolute magnitude (AbsMagnitude) is m[i] = |a[i]|, or fl(|a[i]| * mul[i]) with `mul`:
 // GELU's output takes |x| of its input, its input gradient |g| times its derivative's terms.
+//
+// A channel magnitude (ChannelMagnitude) over an [N, C, H, W] tensor, element i in channel
+// c = (i / plane) % C, is batch norm's (its output's and its input gradient's):
+//   m = fl(r_c * fl(fl(|fl(a[i] * p_c)| + |q_c|) + |fl(b[i] * s_c)|))
+// where an undefined r or p is 1 (a product by 1 is exact) and without b the last term is
+// left out: |a| + |q_c| for the output, rstd (|g w| + |mean_g| + |xhat mean_gx|) for the
+// input gradient.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -39,6 +46,13 @@ struct AbsMagnitude {
   at::Tensor mul;  // optional float64, contiguous, a's element count, >= 0
 };
 
+struct ChannelMagnitude {
+  at::Tensor a;                     // float64, contiguous, [N, C, H, W] in that order
+  at::Tensor b;                     // optional float64, contiguous, a's element count
+  at::Tensor r, p, q, s;            // float64 [C]: q required, s with b, r and p optional
+  int64_t channels = 0, plane = 0;  // C and H * W
+};
+
 // Whether t is defined, a contiguous CPU float64 tensor, and holds n or n * batch values: a
 // factor the kernels can read as a flat array (what the constructors below require).
 bool FlatDoubles(const at::Tensor& t, int64_t n, int64_t batch = 1);
@@ -51,6 +65,7 @@ class Magnitude {
   // Throw vt::Error for factors of the wrong dtype, device, layout or size.
   explicit Magnitude(OuterMagnitude outer);
   explicit Magnitude(AbsMagnitude abs);
+  explicit Magnitude(ChannelMagnitude channel);
 
   bool defined() const { return kind_ != Kind::kArray || values_.defined(); }
   // Computed block by block (an outer product or absolute values), not read from an array.
@@ -69,11 +84,12 @@ class Magnitude {
   at::Tensor Materialize(const at::Tensor& like) const;
 
  private:
-  enum class Kind { kArray, kOuter, kAbs };
+  enum class Kind { kArray, kOuter, kAbs, kChannel };
   Kind kind_ = Kind::kArray;
   at::Tensor values_;
   OuterMagnitude outer_;
   AbsMagnitude abs_;
+  ChannelMagnitude channel_;
 };
 
 }  // namespace vt::precision

@@ -9,9 +9,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "runtime/common/error.h"
 #include "runtime/precision/round.h"
@@ -202,6 +204,81 @@ TEST_CASE("absolute magnitudes equal a.abs() * mul and round as the array does",
   CHECK_THROWS_WITH(
       prec::Magnitude(prec::AbsMagnitude{a.to(at::kFloat), {}}),
       Catch::StartsWith("absolute magnitude: tensor must be a contiguous CPU float64"));
+}
+
+TEST_CASE("channel magnitudes equal batch norm's expressions and round as the array does",
+          "[precision][magnitude]") {
+  at::manual_seed(35);
+  IsaGuard isa_guard;
+  // Planes of 7 x 9 = 63 values (not a multiple of a vector or a block), 5 channels, 11 images:
+  // the kernels' blocks start and end inside planes, channels and images.
+  const int64_t n = 11, c = 5, h = 7, w = 9;
+  const at::Tensor g = at::randn({n, c, h, w}, at::kDouble) * Spread({n, c, h, w});
+  const at::Tensor xhat = at::randn({n, c, h, w}, at::kDouble);
+  const at::Tensor wt = at::randn({c}, at::kDouble), rstd = Spread({c});
+  const at::Tensor mean_g = at::randn({c}, at::kDouble), mean_gx = at::randn({c}, at::kDouble);
+  auto ch = [](const at::Tensor& t) { return t.view({1, -1, 1, 1}); };
+  struct Form {
+    const char* name;
+    prec::ChannelMagnitude m;
+    at::Tensor want;
+  };
+  const Form forms[] = {
+      {"batch norm's input gradient",
+       {g, xhat, rstd, wt, mean_g, mean_gx, c, h * w},
+       ch(rstd) * ((g * ch(wt)).abs() + ch(mean_g).abs() + (xhat * ch(mean_gx)).abs())},
+      {"batch norm's output, |a| + |q|",
+       {g, {}, {}, {}, mean_g, {}, c, h * w},
+       g.abs() + ch(mean_g).abs()},
+  };
+  at::Tensor x = at::randn({n, c, h, w}, at::kDouble) * g.abs();
+  x.narrow(0, 0, 3).mul_(0x1p-26);
+  for (const Form& f : forms) {
+    INFO(f.name);
+    const prec::Magnitude m(f.m);
+    CHECK(m.computed());
+    CHECK(m.numel() == g.numel());
+    CHECK(SameBits(m.Materialize(f.want), f.want.contiguous()));
+    // Any range, as the kernels' blocks and an EXACT entry's single value ask for it.
+    const at::Tensor flat = f.want.contiguous().view({-1});
+    for (int64_t begin : {int64_t{0}, int64_t{62}, int64_t{63}, int64_t{314}, g.numel() - 1}) {
+      const int64_t count = std::min<int64_t>(200, g.numel() - begin);
+      std::vector<double> got(static_cast<size_t>(count));
+      m.Fill(begin, count, got.data());
+      for (int64_t k = 0; k < count; ++k) {
+        REQUIRE(BitsOf(got[static_cast<size_t>(k)]) == BitsOf(flat[begin + k].item<double>()));
+      }
+      CHECK(BitsOf(m.At(begin)) == BitsOf(flat[begin].item<double>()));
+    }
+    for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+      prec::SetKernelIsa(isa);
+      INFO("variant " << prec::KernelIsaName(isa));
+      prec::RoundOptions o;
+      o.band = 0.0625;
+      o.alpha = 0x1p-38;
+      prec::LogRecord by_array, by_channel;
+      const prec::RoundResult r1 = prec::Round(x, o, &by_array, {}, f.want.contiguous());
+      const prec::RoundResult r2 = prec::Round(x, o, &by_channel, {}, m);
+      CHECK(SameBits(r1.rounded, r2.rounded));
+      CHECK(by_array.counts().logged() > 0);
+      CHECK(std::equal(by_array.states(), by_array.states() + x.numel(), by_channel.states()));
+      const prec::ReplayResult p1 = prec::Replay(x, by_array, o, {}, f.want.contiguous());
+      const prec::ReplayResult p2 = prec::Replay(x, by_array, o, {}, m);
+      CHECK(SameBits(p1.rounded, p2.rounded));
+      CHECK(p1.report.steerable == p2.report.steerable);
+      CHECK(p1.report.near_misses == p2.report.near_misses);
+      CHECK(p2.report.illegitimate == 0);
+    }
+  }
+  // Sizes that do not fit say what is wrong.
+  CHECK_THROWS_WITH(prec::Magnitude(prec::ChannelMagnitude{g, {}, {}, {}, mean_g, {}, c, 64}),
+                    Catch::Contains("3465 elements are not images of 5 channels of 64 values"));
+  CHECK_THROWS_WITH(
+      prec::Magnitude(prec::ChannelMagnitude{g, {}, {}, {}, mean_g.narrow(0, 0, 4), {}, c, h * w}),
+      Catch::StartsWith("channel magnitude: added term has 4 elements, expected 5"));
+  CHECK_THROWS_WITH(
+      prec::Magnitude(prec::ChannelMagnitude{g, xhat, rstd, wt, mean_g, {}, c, h * w}),
+      Catch::StartsWith("channel magnitude: second factor is undefined"));
 }
 
 TEST_CASE("bad outer magnitudes are errors that say what is wrong", "[precision][magnitude]") {
