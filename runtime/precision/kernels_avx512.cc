@@ -564,6 +564,20 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const doub
                         _mm512_castsi512_pd(_mm512_or_si512(_mm512_castpd_si512(result), l.sign)));
 }
 
+// Adds a replay's counts to `tally`, with its range check (the bit patterns of rnd_b(|x'|)
+// and of the results, folded into max_r, against those of 2^128) and its magnitudes' check.
+VT_AVX512 inline void AddReplayCounts(const ReplayCounts& c, __m512i max_r, __mmask8 bad_m,
+                                      ReplayTally* tally) {
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->corrections += c.corrections;
+  tally->illegitimate += c.illegitimate;
+  tally->near_misses += c.near_misses;
+  tally->steerable += c.steerable;
+  tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
+}
+
 template <Shape kShape, Mag kMag = Mag::kScale>
 VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const uint8_t* states,
                             double* out, int64_t n, ReplayTally* tally,
@@ -588,14 +602,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   if (i < n) replay8(i, TailMask(n - i));
-  const __mmask8 bad = _mm512_cmpge_epu64_mask(
-      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
-  tally->corrections += c.corrections;
-  tally->illegitimate += c.illegitimate;
-  tally->near_misses += c.near_misses;
-  tally->steerable += c.steerable;
-  tally->out_of_range |= bad != 0;
-  tally->bad_magnitude |= bad_m != 0;
+  AddReplayCounts(c, max_r, bad_m, tally);
 }
 
 // A record without entries (every state NONE) under the zero window (band 0, alpha 0: an
@@ -615,8 +622,21 @@ VT_AVX512 inline bool ReplayNoneZeroBits8(const BitsWindow& b, const double* x, 
   return true;
 }
 
-VT_AVX512 void ReplayNoneZeroWindowShaped(const KernelParams& params, const double* x, double* out,
-                                          int64_t n, ReplayTally* tally) {
+}  // namespace
+
+VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                        int64_t n, RoundTally* tally) {
+  if (p.band == 0.0) {
+    RoundLogShaped<Shape::kAbsolute>(p, x, out, states, n, tally);
+  } else if (p.alpha_scale == 0.0 && p.band <= 0.25) {
+    RoundLogShaped<Shape::kRelative>(p, x, out, states, n, tally);
+  } else {
+    RoundLogShaped<Shape::kGeneral>(p, x, out, states, n, tally);
+  }
+}
+
+VT_AVX512 void ReplayNoneZeroWindow(const KernelParams& params, const double* x, double* out,
+                                    int64_t n, ReplayTally* tally) {
   const KernelParams p = params;  // a local copy: the output stores cannot alias it
   static const uint8_t kNone[8] = {};
   __m512i max_r = _mm512_setzero_si512();
@@ -631,32 +651,7 @@ VT_AVX512 void ReplayNoneZeroWindowShaped(const KernelParams& params, const doub
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   if (i < n) replay8(i, TailMask(n - i));
-  const __mmask8 bad = _mm512_cmpge_epu64_mask(
-      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
-  tally->corrections += c.corrections;
-  tally->illegitimate += c.illegitimate;
-  tally->near_misses += c.near_misses;
-  tally->steerable += c.steerable;
-  tally->out_of_range |= bad != 0;
-  tally->bad_magnitude |= bad_m != 0;
-}
-
-}  // namespace
-
-VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,
-                        int64_t n, RoundTally* tally) {
-  if (p.band == 0.0) {
-    RoundLogShaped<Shape::kAbsolute>(p, x, out, states, n, tally);
-  } else if (p.alpha_scale == 0.0 && p.band <= 0.25) {
-    RoundLogShaped<Shape::kRelative>(p, x, out, states, n, tally);
-  } else {
-    RoundLogShaped<Shape::kGeneral>(p, x, out, states, n, tally);
-  }
-}
-
-VT_AVX512 void ReplayNoneZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
-                                    ReplayTally* tally) {
-  ReplayNoneZeroWindowShaped(p, x, out, n, tally);
+  AddReplayCounts(c, max_r, bad_m, tally);
 }
 
 VT_AVX512 void Replay(const KernelParams& p, const double* x, const uint8_t* states, double* out,

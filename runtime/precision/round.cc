@@ -401,8 +401,8 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   std::vector<uint32_t> crcs;
   // An exact boundary's record (the zero window, every state NONE): the kernel that needs
   // neither the states nor the window's arithmetic, with the same results and counts.
-  const bool none_zero_window = report.logged == 0 && !has_mag && options.band == 0.0 &&
-                                options.alpha == 0.0 && params.alpha_scale == 0.0;
+  const bool none_zero_window =
+      report.logged == 0 && !has_mag && options.band == 0.0 && options.alpha == 0.0;
   ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     ReplayTally t;
     if (none_zero_window) {

@@ -87,6 +87,31 @@ bool SameBits(const at::Tensor& a, const at::Tensor& b) {
   return true;
 }
 
+// On every kernel variant, rounding x against the computed magnitude `m` equals rounding it
+// against the array `want` (values, states), and replaying against either agrees.
+void CheckRoundsAsArray(const at::Tensor& x, const at::Tensor& want, const prec::Magnitude& m) {
+  for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+    prec::SetKernelIsa(isa);
+    INFO("variant " << prec::KernelIsaName(isa));
+    prec::RoundOptions o;
+    o.band = 0.0625;
+    o.alpha = 0x1p-38;
+    prec::LogRecord by_array, by_computed;
+    const prec::RoundResult r1 = prec::Round(x, o, &by_array, {}, want);
+    const prec::RoundResult r2 = prec::Round(x, o, &by_computed, {}, m);
+    CHECK(SameBits(r1.rounded, r2.rounded));
+    CHECK(by_array.counts().exact == by_computed.counts().exact);
+    CHECK(by_array.counts().logged() > 0);
+    CHECK(std::equal(by_array.states(), by_array.states() + x.numel(), by_computed.states()));
+    const prec::ReplayResult p1 = prec::Replay(x, by_array, o, {}, want);
+    const prec::ReplayResult p2 = prec::Replay(x, by_array, o, {}, m);
+    CHECK(SameBits(p1.rounded, p2.rounded));
+    CHECK(p1.report.steerable == p2.report.steerable);
+    CHECK(p1.report.near_misses == p2.report.near_misses);
+    CHECK(p2.report.illegitimate == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("outer magnitudes equal the tensor expression bit for bit", "[precision][magnitude]") {
@@ -178,25 +203,7 @@ TEST_CASE("absolute magnitudes equal a.abs() * mul and round as the array does",
     const prec::Magnitude m(prec::AbsMagnitude{a, with_mul ? mul : at::Tensor()});
     CHECK(m.computed());
     CHECK(SameBits(m.Materialize(want), want));
-    for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
-      prec::SetKernelIsa(isa);
-      INFO("variant " << prec::KernelIsaName(isa));
-      prec::RoundOptions o;
-      o.band = 0.0625;
-      o.alpha = 0x1p-38;
-      prec::LogRecord by_array, by_abs;
-      const prec::RoundResult r1 = prec::Round(x, o, &by_array, {}, want);
-      const prec::RoundResult r2 = prec::Round(x, o, &by_abs, {}, m);
-      CHECK(SameBits(r1.rounded, r2.rounded));
-      CHECK(by_array.counts().exact == by_abs.counts().exact);
-      CHECK(by_array.counts().logged() > 0);
-      CHECK(std::equal(by_array.states(), by_array.states() + n, by_abs.states()));
-      const prec::ReplayResult p1 = prec::Replay(x, by_array, o, {}, want);
-      const prec::ReplayResult p2 = prec::Replay(x, by_array, o, {}, m);
-      CHECK(SameBits(p1.rounded, p2.rounded));
-      CHECK(p1.report.steerable == p2.report.steerable);
-      CHECK(p2.report.illegitimate == 0);
-    }
+    CheckRoundsAsArray(x, want, m);
   }
   CHECK_THROWS_WITH(
       prec::Magnitude(prec::AbsMagnitude{a, mul.narrow(0, 0, n - 1)}),
@@ -250,25 +257,7 @@ TEST_CASE("channel magnitudes equal batch norm's expressions and round as the ar
       }
       CHECK(BitsOf(m.At(begin)) == BitsOf(flat[begin].item<double>()));
     }
-    for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
-      prec::SetKernelIsa(isa);
-      INFO("variant " << prec::KernelIsaName(isa));
-      prec::RoundOptions o;
-      o.band = 0.0625;
-      o.alpha = 0x1p-38;
-      prec::LogRecord by_array, by_channel;
-      const prec::RoundResult r1 = prec::Round(x, o, &by_array, {}, f.want.contiguous());
-      const prec::RoundResult r2 = prec::Round(x, o, &by_channel, {}, m);
-      CHECK(SameBits(r1.rounded, r2.rounded));
-      CHECK(by_array.counts().logged() > 0);
-      CHECK(std::equal(by_array.states(), by_array.states() + x.numel(), by_channel.states()));
-      const prec::ReplayResult p1 = prec::Replay(x, by_array, o, {}, f.want.contiguous());
-      const prec::ReplayResult p2 = prec::Replay(x, by_array, o, {}, m);
-      CHECK(SameBits(p1.rounded, p2.rounded));
-      CHECK(p1.report.steerable == p2.report.steerable);
-      CHECK(p1.report.near_misses == p2.report.near_misses);
-      CHECK(p2.report.illegitimate == 0);
-    }
+    CheckRoundsAsArray(x, f.want.contiguous(), m);
   }
   // Sizes that do not fit say what is wrong.
   CHECK_THROWS_WITH(prec::Magnitude(prec::ChannelMagnitude{g, {}, {}, {}, mean_g, {}, c, 64}),

@@ -67,18 +67,22 @@ TEST_CASE("LinearOp and MatmulOp gradients match ATen's", "[conv]") {
   vt::ActivateProfile(vt::FindProfile("native"));
 }
 
+// Convolution geometries for the col2im tests: kernel k x k, square stride and padding.
+struct Geometry {
+  int64_t n, c, h, w, k, stride, pad;
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+};
+const Geometry kCol2ImGeometries[] = {
+    {2, 3, 7, 9, 3, 1, 1}, {3, 2, 8, 8, 3, 2, 1}, {1, 4, 5, 6, 1, 2, 0}, {2, 1, 6, 5, 5, 1, 2}};
+
 TEST_CASE("Col2Im adds each element's taps in (ki, kj) order from zero, bit for bit", "[conv]") {
   // The contract every profile's input gradient rests on (and the order a replay on another
   // version must meet): element (img, ch, y, x) is 0 + the terms of its taps, row by row of
   // the kernel, whatever order the kernel walks images and taps in.
   at::manual_seed(12);
-  struct Geometry {
-    int64_t n, c, h, w, k, stride, pad;
-  };
-  for (const Geometry& g : {Geometry{3, 2, 7, 9, 3, 1, 1}, Geometry{2, 3, 8, 8, 3, 2, 1},
-                            Geometry{2, 2, 6, 5, 5, 1, 2}, Geometry{1, 3, 5, 6, 1, 2, 0}}) {
-    const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
-    const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+  for (const Geometry& g : kCol2ImGeometries) {
+    const int64_t oh = g.oh(), ow = g.ow();
     // Terms of mixed magnitudes, so that another order of additions shows in the bits.
     const at::Tensor cols =
         at::randn({g.c * g.k * g.k, g.n * oh * ow}, at::kDouble) *
@@ -108,13 +112,8 @@ TEST_CASE("Col2Im adds each element's taps in (ki, kj) order from zero, bit for 
 
 TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]") {
   at::manual_seed(11);
-  struct Geometry {
-    int64_t n, c, h, w, k, stride, pad;
-  };
-  for (const Geometry& g : {Geometry{2, 3, 7, 9, 3, 1, 1}, Geometry{3, 2, 8, 8, 3, 2, 1},
-                            Geometry{1, 4, 5, 6, 1, 2, 0}, Geometry{2, 1, 6, 5, 5, 1, 2}}) {
-    const int64_t oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
-    const int64_t ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+  for (const Geometry& g : kCol2ImGeometries) {
+    const int64_t oh = g.oh(), ow = g.ow();
     const at::Tensor rows = at::rand({g.c * g.k * g.k, 1}, at::kDouble);
     const at::Tensor cols = at::rand({1, g.n * oh * ow}, at::kDouble);
     const at::Tensor want = vt::Col2Im(rows * cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
