@@ -5,6 +5,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/gelu.h"
 #include "runtime/nn/magnitude.h"
 #include "runtime/profile/im2col.h"
 #include "runtime/profile/profile.h"
@@ -241,33 +242,31 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
   }
 };
 
-// GELU (tanh form) with ATen's own forward and backward kernels. Its derivative
-// 0.5 + 0.5 t + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(k (x + c x^3)), cancels near x = -0.75
-// and, in 1 + t, for x << 0; tanh differs between vector widths. The input gradient's
-// magnitude is |g| times the sum of the three terms' sizes, gelu'(|x|) (t is odd in x),
-// computed in the forward pass from x and y (GeluGradTerms) and kept for the backward.
+// GELU (tanh form) with vtrun's own kernels (gelu.h): the forward keeps t = tanh(k (x + c
+// x^3)) for the backward. Its derivative 0.5 + 0.5 t + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+// cancels near x = -0.75 and, in 1 + t, for x << 0; tanh differs between machines (a GPU's is
+// not ours). The input gradient's magnitude is |g| times the sum of the three terms' sizes,
+// gelu'(|x|) (t is odd in x), computed in the backward's pass.
 struct GeluFn : public torch::autograd::Function<GeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
-    at::Tensor y = at::gelu(x, "tanh");
-    at::Tensor terms = at::empty({0}, x.options());  // a placeholder without magnitudes
-    if (MagnitudesWanted()) {
-      // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
-      OfferAbsMagnitude(y, x);
-      terms = GeluGradTerms(x, y);
-    }
-    ctx->save_for_backward({x, terms});
-    return y;
+    GeluForwardResult r = GeluTanhForward(x);
+    // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
+    if (MagnitudesWanted()) OfferAbsMagnitude(r.y, x);
+    // A placeholder where ATen computed the forward (not CPU float64): its backward then.
+    ctx->save_for_backward({x, r.t.defined() ? r.t : at::empty({0}, x.options())});
+    return r.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &terms = saved[1];
+    const at::Tensor &x = saved[0], &t = saved[1];
     const at::Tensor& g = grads[0];
-    at::Tensor gx = at::gelu_backward(g, x, "tanh");
-    if (MagnitudesWanted() && terms.numel() == x.numel()) {
-      at::NoGradGuard no_grad;
-      OfferAbsMagnitude(gx, g, terms);
-    }
+    const at::Tensor tanh_inner = t.numel() == x.numel() ? t : at::Tensor();
+    if (!MagnitudesWanted()) return {GeluTanhBackward(g, x, tanh_inner)};
+    at::Tensor terms;
+    at::Tensor gx = GeluTanhBackward(g, x, tanh_inner, &terms);
+    at::NoGradGuard no_grad;
+    OfferAbsMagnitude(gx, g, terms);
     return {gx};
   }
 };

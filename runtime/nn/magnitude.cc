@@ -332,38 +332,6 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
   return out;
 }
 
-namespace {
-
-__attribute__((target_clones("avx512f", "avx2", "default"))) void GeluTermsLoop(
-    const double* x, const double* y, double* out, int64_t begin, int64_t end) {
-  constexpr double kBeta = 0.7978845608028654;  // sqrt(2 / pi)
-  constexpr double kCubic = 0.044715;
-  for (int64_t i = begin; i < end; ++i) {
-    const double xi = x[i], a = std::fabs(xi);
-    // t = tanh(k (x + c x^3)) from y = x (1 + t) / 2; x = 0 gives 0 / 0, whose t is 0.
-    double t = xi != 0.0 ? 2.0 * y[i] / xi - 1.0 : 0.0;
-    t = t > 1.0 ? 1.0 : t < -1.0 ? -1.0 : t;
-    const double at = t < 0.0 ? -t : t;
-    out[i] = (0.5 + 0.5 * at) + 0.5 * a * (1.0 - t * t) * kBeta * (1.0 + 3.0 * kCubic * (a * a));
-  }
-}
-
-}  // namespace
-
-at::Tensor GeluGradTerms(const at::Tensor& x_in, const at::Tensor& y_in) {
-  at::NoGradGuard no_grad;
-  const at::Tensor x = x_in.detach(), y = y_in.detach();
-  if (!ContiguousCpuDoubles({&x, &y})) {
-    return at::gelu_backward(at::ones_like(x), x.abs(), "tanh");
-  }
-  at::Tensor out = at::empty_like(x);
-  const double *px = x.data_ptr<double>(), *py = y.data_ptr<double>();
-  double* o = out.data_ptr<double>();
-  at::parallel_for(0, x.numel(), int64_t{1} << 15,
-                   [&](int64_t begin, int64_t end) { GeluTermsLoop(px, py, o, begin, end); });
-  return out;
-}
-
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
   at::NoGradGuard no_grad;
   return RowNorms(a) * ColNorms(b);

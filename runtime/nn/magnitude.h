@@ -78,13 +78,6 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const a
                                                     const at::Tensor& mean_g,
                                                     const at::Tensor& mean_gx);
 
-// The sizes of the three terms of GELU's (tanh form) derivative at x, 0.5 + 0.5 |t| +
-// 0.5 |x| (1 - t^2) k (1 + 3 c x^2) = gelu'(|x|), from x and y = gelu(x) in one pass: t is
-// recovered as 2 y / x - 1 (0 at x = 0), clamped to [-1, 1], instead of a second tanh. Both
-// parties' values differ by rounding only (their y by tanh's last bits). Tensors that are not
-// contiguous CPU float64 of one shape take ATen's gelu_backward(1, |x|).
-at::Tensor GeluGradTerms(const at::Tensor& x, const at::Tensor& y);
-
 // The magnitude of values every party computes bit for bit alike (0-dim zero): a window's
 // absolute term is 0 for them.
 at::Tensor ZeroMagnitude();

@@ -37,10 +37,11 @@
 
 namespace vt::train {
 
-// "3": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
-// convolution's weight-gradient magnitude over the whole batch). A run made under an earlier
-// version replays only with the vtrun that made it.
-constexpr const char* kSpecVersion = "3";
+// "4": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
+// convolution's weight-gradient magnitude over the whole batch, version 4 computes GELU with
+// vtrun's own tanh). A run made under an earlier version replays only with the vtrun that
+// made it.
+constexpr const char* kSpecVersion = "4";
 
 // The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating
 // a spec builds its model, and a spec is untrusted input (a trainer discloses it to every
