@@ -332,6 +332,86 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
   return out;
 }
 
+namespace {
+
+// Whether t is CPU float64 and contiguous, with at least one dimension.
+bool FlatRows(const at::Tensor& t) {
+  return t.defined() && t.dim() >= 1 && ContiguousCpuDoubles({&t});
+}
+
+// Whether f holds one CPU float64 value per row of a (a's elements over its last size).
+bool PerRow(const at::Tensor& f, const at::Tensor& a) {
+  return f.defined() && f.device().is_cpu() && f.scalar_type() == at::kDouble &&
+         f.is_contiguous() && a.size(-1) > 0 && f.numel() * a.size(-1) == a.numel();
+}
+
+}  // namespace
+
+at::Tensor RowAbsMean(const at::Tensor& t_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor t = t_in.detach();
+  const double d = static_cast<double>(t.size(-1));
+  if (t.dim() < 2) return t.abs().sum(-1, /*keepdim=*/true) / d;
+  return NormsOf(t, kRowAbsSums).row_abs.unsqueeze(-1) / d;
+}
+
+at::Tensor ColumnAbsSum(const at::Tensor& t_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor t = t_in.detach();
+  if (t.dim() < 2) return t.abs();
+  return NormsOf(t.reshape({-1, t.size(-1)}), kColAbsSums).col_abs;
+}
+
+at::Tensor AbsPlusColumn(const at::Tensor& a_in, const at::Tensor& c_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
+  if (!FlatRows(a) || !c.device().is_cpu() || c.scalar_type() != at::kDouble ||
+      c.numel() != a.size(-1)) {
+    return a.abs() + c.abs();
+  }
+  at::Tensor out = at::empty_like(a);
+  if (a.numel() == 0) return out;
+  const int64_t d = a.size(-1);
+  const double *pa = a.data_ptr<double>(), *pc = c.data_ptr<double>();
+  double* o = out.data_ptr<double>();
+  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       for (int64_t j = 0; j < d; ++j)
+                         o[i * d + j] = std::fabs(pa[i * d + j]) + std::fabs(pc[j]);
+                     }
+                   });
+  return out;
+}
+
+at::Tensor RowAbsSum3(const at::Tensor& r_in, const at::Tensor& a_in, const at::Tensor& q_in,
+                      const at::Tensor& b_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor a = a_in.detach(), b = b_in.detach();
+  const at::Tensor r = r_in.detach(), q = q_in.detach();
+  if (!FlatRows(a) || !FlatRows(b) || !b.sizes().equals(a.sizes()) || !PerRow(r, a) ||
+      !PerRow(q, a)) {
+    return r * ((a.abs() + q.abs()) + b.abs());
+  }
+  at::Tensor out = at::empty_like(a);
+  if (a.numel() == 0) return out;
+  const int64_t d = a.size(-1);
+  const double *pa = a.data_ptr<double>(), *pb = b.data_ptr<double>();
+  const double *pr = r.data_ptr<double>(), *pq = q.data_ptr<double>();
+  double* o = out.data_ptr<double>();
+  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       const double ri = pr[i], qi = std::fabs(pq[i]);
+                       for (int64_t j = 0; j < d; ++j) {
+                         const int64_t k = i * d + j;
+                         o[k] = ri * ((std::fabs(pa[k]) + qi) + std::fabs(pb[k]));
+                       }
+                     }
+                   });
+  return out;
+}
+
 at::Tensor ProductMagnitude(const at::Tensor& a, const at::Tensor& b) {
   at::NoGradGuard no_grad;
   return RowNorms(a) * ColNorms(b);

@@ -78,6 +78,23 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const a
                                                     const at::Tensor& mean_g,
                                                     const at::Tensor& mean_gx);
 
+// Layer-norm magnitudes over [..., D] (per-row factors [..., 1], per-column [D]), each in one
+// pass, equal to the ATen expressions in the comments up to the order of the sums (the
+// elementwise ones bit for bit); tensors that are not CPU float64 with a contiguous layout of
+// those sizes take the expressions:
+//   RowAbsMean(t)                     |t|.sum(-1, keepdim) / D               -> [..., 1]
+//   ColumnAbsSum(t)                   |t| summed over all but the last dim   -> [D]
+//   AbsPlusColumn(a, c)               |a| + |c_j|                            -> a's shape
+//   RowAbsSum3(r, a, q, b)            r_i * ((|a_ij| + |q_i|) + |b_ij|)     -> a's shape
+// Layer norm's output |xhat w| + |b|, its input gradient rstd (|g w| + |mean_g| + |xhat
+// mean_gx|), the means' |x| / D, |g w| / D, |g w xhat| / D, and its parameters' sum |g xhat|
+// and sum |g| (ROUNDING.md "Magnitudes").
+at::Tensor RowAbsMean(const at::Tensor& t);
+at::Tensor ColumnAbsSum(const at::Tensor& t);
+at::Tensor AbsPlusColumn(const at::Tensor& a, const at::Tensor& c);
+at::Tensor RowAbsSum3(const at::Tensor& r, const at::Tensor& a, const at::Tensor& q,
+                      const at::Tensor& b);
+
 // The magnitude of values every party computes bit for bit alike (0-dim zero): a window's
 // absolute term is 0 for them.
 at::Tensor ZeroMagnitude();

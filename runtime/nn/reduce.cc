@@ -108,13 +108,14 @@ struct LogSoftmaxFn : public torch::autograd::Function<LogSoftmaxFn> {
 };
 
 // Rounds two statistics of the same shape as one boundary call: [..., 1] and [..., 1] (or
-// [C] and [C]) go through the boundary side by side.
+// [C] and [C]) go through the boundary side by side. Their magnitudes are abs_reduce of their
+// terms: the statistic's reduction of the terms' absolute values.
 std::pair<at::Tensor, at::Tensor> RoundPair(const AutogradContext* ctx, const at::Tensor& a,
                                             const at::Tensor& b, const at::Tensor& a_terms,
                                             const at::Tensor& b_terms,
-                                            at::Tensor (*reduce)(const at::Tensor&)) {
+                                            at::Tensor (*abs_reduce)(const at::Tensor&)) {
   at::Tensor both = RoundBackward(ctx, at::stack({a, b}), [&] {
-    return at::stack({reduce(a_terms.abs()), reduce(b_terms.abs())});
+    return at::stack({abs_reduce(a_terms), abs_reduce(b_terms)});
   });
   return {both[0], both[1]};
 }
@@ -124,9 +125,8 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
                             const at::Tensor& b, double eps, const std::string& name,
                             int64_t bwd_call) {
     const double d = static_cast<double>(x.size(-1));
-    at::Tensor mean = ApplyBoundary(
-        name + ".mean:fwd", RowSum(x) / d, -1,
-        MagnitudesWanted() ? Detached([&] { return RowSum(x.abs()) / d; }) : at::Tensor());
+    at::Tensor mean = ApplyBoundary(name + ".mean:fwd", RowSum(x) / d, -1,
+                                    MagnitudesWanted() ? RowAbsMean(x) : at::Tensor());
     at::Tensor centered = x - mean;
     const at::Tensor var_sum = RowSum(centered * centered) / d;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
@@ -136,7 +136,7 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
     const at::Tensor scaled = xhat * w;
     at::Tensor y = scaled + b;
-    if (MagnitudesWanted()) OfferMagnitude(y, Detached([&] { return scaled.abs() + b.abs(); }));
+    if (MagnitudesWanted()) OfferMagnitude(y, AbsPlusColumn(scaled, b));
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -146,18 +146,17 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const double d = static_cast<double>(xhat.size(-1));
     at::Tensor gxhat = g * w;
     const at::Tensor gxx = gxhat * xhat;
-    auto [mean_g, mean_gx] = RoundPair(
-        ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx,
-        +[](const at::Tensor& t) { return RowSum(t) / static_cast<double>(t.size(-1)); });
+    auto [mean_g, mean_gx] =
+        RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx, &RowAbsMean);
     const at::Tensor centered_term = xhat * mean_gx;
     at::Tensor gx = rstd * (gxhat - mean_g - centered_term);
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
       // gx cancels its three terms: its magnitude is theirs.
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, rstd * (gxhat.abs() + mean_g.abs() + centered_term.abs()));
-      AddGradMagnitude(w, ColumnSum(gy_xhat.abs()));
-      AddGradMagnitude(saved[3], ColumnSum(g.abs()));
+      OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, centered_term));
+      AddGradMagnitude(w, ColumnAbsSum(gy_xhat));
+      AddGradMagnitude(saved[3], ColumnAbsSum(g));
     }
     return {gx, ColumnSum(gy_xhat), ColumnSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -199,7 +198,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     auto [mean_g, mean_gx] = RoundPair(
         ctx, ChannelSum(gxhat) / count, ChannelSum(gxx) / count, gxhat, gxx,
         +[](const at::Tensor& t) {
-          return ChannelSum(t) / static_cast<double>(t.numel() / t.size(1));
+          return ChannelAbsSum(t) / static_cast<double>(t.numel() / t.size(1));
         });
     const at::Tensor centered_term = xhat * PerChannel(mean_gx);
     at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - centered_term);

@@ -167,3 +167,47 @@ TEST_CASE("a batch norm's backward magnitudes in one pass equal their expression
     CHECK(at::allclose(all.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
   }
 }
+
+TEST_CASE("layer-norm magnitudes equal their ATen expressions, on any layout and thread count",
+          "[nn][magnitude]") {
+  at::manual_seed(12);
+  const at::Tensor x = at::randn({3, 70, 33}, at::kDouble);
+  const at::Tensor y = at::randn({3, 70, 33}, at::kDouble);
+  const at::Tensor col = at::randn({33}, at::kDouble);
+  const at::Tensor r = at::rand({3, 70, 1}, at::kDouble), q = at::randn({3, 70, 1}, at::kDouble);
+  for (const at::Tensor& t : {x, x.transpose(0, 1), x[1], x.to(at::kFloat)}) {
+    const at::Tensor want_mean = t.abs().sum(-1, true) / static_cast<double>(t.size(-1));
+    CHECK(at::allclose(vt::nn::RowAbsMean(t), want_mean, 1e-14, 0.0));
+    CHECK(vt::nn::RowAbsMean(t).sizes() == want_mean.sizes());
+    const at::Tensor want_cols = t.abs().reshape({-1, t.size(-1)}).sum(0);
+    CHECK(at::allclose(vt::nn::ColumnAbsSum(t), want_cols, 1e-14, 0.0));
+    CHECK(vt::nn::ColumnAbsSum(t).sizes() == want_cols.sizes());
+  }
+  // The elementwise ones bit for bit, fused or through ATen (transposed, float32).
+  CHECK(at::equal(vt::nn::AbsPlusColumn(x, col), x.abs() + col.abs()));
+  CHECK(at::equal(vt::nn::AbsPlusColumn(x.transpose(0, 1), col),
+                  x.transpose(0, 1).abs() + col.abs()));
+  CHECK(at::equal(vt::nn::RowAbsSum3(r, x, q, y), r * ((x.abs() + q.abs()) + y.abs())));
+  const at::Tensor xf = x.to(at::kFloat), yf = y.to(at::kFloat);
+  CHECK(at::equal(vt::nn::RowAbsSum3(r.to(at::kFloat), xf, q.to(at::kFloat), yf),
+                  r.to(at::kFloat) * ((xf.abs() + q.to(at::kFloat).abs()) + yf.abs())));
+  // Factors of the wrong size fall back to the broadcasting expression.
+  const at::Tensor r1 = at::rand({1, 70, 1}, at::kDouble);
+  CHECK(at::equal(vt::nn::RowAbsSum3(r1, x, q, y), r1 * ((x.abs() + q.abs()) + y.abs())));
+  // Empty tensors.
+  const at::Tensor e = at::zeros({0, 33}, at::kDouble);
+  CHECK(vt::nn::AbsPlusColumn(e, col).numel() == 0);
+  CHECK(vt::nn::RowAbsSum3(at::zeros({0, 1}, at::kDouble), e, at::zeros({0, 1}, at::kDouble), e)
+            .numel() == 0);
+  CHECK(at::equal(vt::nn::ColumnAbsSum(e), at::zeros({33}, at::kDouble)));
+  // The same bits on one thread and on three.
+  const at::Tensor big = at::randn({64, 512, 40}, at::kDouble);
+  const int saved = at::get_num_threads();
+  at::set_num_threads(1);
+  const at::Tensor m1 = vt::nn::RowAbsMean(big), c1 = vt::nn::ColumnAbsSum(big);
+  at::set_num_threads(3);
+  const at::Tensor m3 = vt::nn::RowAbsMean(big), c3 = vt::nn::ColumnAbsSum(big);
+  at::set_num_threads(saved);
+  CHECK(at::equal(m1, m3));
+  CHECK(at::equal(c1, c3));
+}
