@@ -57,11 +57,11 @@ void Im2ColKernel(const T* x, T* cols, int64_t n, int64_t c, int64_t h, int64_t 
   });
 }
 
-// One tap's plane of one image in Col2Im: out[iy, ix] += f * in[oy, ox] (or in[oy, ox]) for
-// every output position (oy, ox) whose tap (ki, kj) reaches input (iy, ix) = (oy * stride -
-// pad + ki, ox * stride - pad + kj); columns [lo, hi) are those inside the image.
-template <typename T, bool kOuter>
-inline void AddTapPlane(T* dst, const T* src, T f, int64_t h, int64_t w, int64_t oh, int64_t ow,
+// One tap's plane of one image in Col2Im: out[iy, ix] += in[oy, ox] for every output position
+// (oy, ox) whose tap (ki, kj) reaches input (iy, ix) = (oy * stride - pad + ki, ox * stride -
+// pad + kj); columns [lo, hi) are those inside the image.
+template <typename T>
+inline void AddTapPlane(T* dst, const T* src, int64_t h, int64_t w, int64_t oh, int64_t ow,
                         int64_t stride, int64_t pad, int64_t ki, int64_t kj, int64_t lo,
                         int64_t hi) {
   for (int64_t oy = 0; oy < oh; ++oy) {
@@ -70,53 +70,116 @@ inline void AddTapPlane(T* dst, const T* src, T f, int64_t h, int64_t w, int64_t
     T* out = dst + iy * w - pad + kj;  // out[ox * stride] is column ox's input
     const T* in = src + oy * ow;
     if (stride == 1) {
-      for (int64_t ox = lo; ox < hi; ++ox) out[ox] += kOuter ? f * in[ox] : in[ox];
+      for (int64_t ox = lo; ox < hi; ++ox) out[ox] += in[ox];
     } else {
-      for (int64_t ox = lo; ox < hi; ++ox) out[ox * stride] += kOuter ? f * in[ox] : in[ox];
+      for (int64_t ox = lo; ox < hi; ++ox) out[ox * stride] += in[ox];
     }
   }
 }
 
 // The float64 planes in the widest vectors this CPU has: the same bits on every ISA (each
-// element is one product and one addition, never contracted: -ffp-contract=off).
+// element takes additions, or products and additions never contracted: -ffp-contract=off).
 #define VT_COL2IM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-VT_COL2IM_CLONES void AddTapPlaneF64(double* dst, const double* src, double f, int64_t h, int64_t w,
+VT_COL2IM_CLONES void AddTapPlaneF64(double* dst, const double* src, int64_t h, int64_t w,
                                      int64_t oh, int64_t ow, int64_t stride, int64_t pad,
                                      int64_t ki, int64_t kj, int64_t lo, int64_t hi) {
-  AddTapPlane<double, false>(dst, src, f, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
-}
-VT_COL2IM_CLONES void AddScaledTapPlaneF64(double* dst, const double* src, double f, int64_t h,
-                                           int64_t w, int64_t oh, int64_t ow, int64_t stride,
-                                           int64_t pad, int64_t ki, int64_t kj, int64_t lo,
-                                           int64_t hi) {
-  AddTapPlane<double, true>(dst, src, f, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
+  AddTapPlane<double>(dst, src, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
 }
 
-// Col2Im of cols [C*kh*kw, N*oh*ow]; with kOuter, of the outer product row_factor (x) cols
-// (row_factor [C*kh*kw], cols [N*oh*ow]) without materializing it: each term is the same one
-// product, added in the same order, so the result equals Col2Im of the product bit for bit.
-template <typename T, bool kOuter = false>
+// One channel's plane of Col2ImOuter: dst[q] = sum over taps t in order, from zero, of
+// f[t] * taps[t][q], where taps[t] is the plane of values tap t carries to each input position
+// (zero where it carries none, which adds +0 to a sum of non-negative terms: the same bits as
+// skipping it). Long contiguous rows: the plane stays in L1 over the taps.
+VT_COL2IM_CLONES void OuterTapsPlaneF64(double* dst, const double* taps, const double* f,
+                                        int64_t count, int64_t plane) {
+  if (count == 9) {  // 3x3 kernels: one pass, the nine terms in registers
+    const double* c[9];
+    for (int t = 0; t < 9; ++t) c[t] = taps + t * plane;
+    for (int64_t q = 0; q < plane; ++q) {
+      dst[q] = ((((((((f[0] * c[0][q]) + f[1] * c[1][q]) + f[2] * c[2][q]) + f[3] * c[3][q]) +
+                   f[4] * c[4][q]) +
+                  f[5] * c[5][q]) +
+                 f[6] * c[6][q]) +
+                f[7] * c[7][q]) +
+               f[8] * c[8][q];
+    }
+    return;
+  }
+  for (int64_t q = 0; q < plane; ++q) dst[q] = f[0] * taps[q];
+  for (int64_t t = 1; t < count; ++t) {
+    const double ft = f[t];
+    const double* src = taps + t * plane;
+    for (int64_t q = 0; q < plane; ++q) dst[q] += ft * src[q];
+  }
+}
+
+template <typename T>
+void OuterTapsPlane(T* dst, const T* taps, const T* f, int64_t count, int64_t plane) {
+  if constexpr (std::is_same_v<T, double>) {
+    OuterTapsPlaneF64(dst, taps, f, count, plane);
+  } else {
+    for (int64_t q = 0; q < plane; ++q) dst[q] = f[0] * taps[q];
+    for (int64_t t = 1; t < count; ++t) {
+      for (int64_t q = 0; q < plane; ++q) dst[q] += f[t] * taps[t * plane + q];
+    }
+  }
+}
+
+// Col2Im of row_factor (x) cols, image by image: each tap's plane of the image's column
+// factor scattered to the input positions it reaches (every tap at most once per position),
+// then each channel's plane as OuterTapsPlane over those kh*kw planes. Each element is
+// 0 + f0 c0 + f1 c1 + ... in (ki, kj) order, as Col2ImKernel<T, true> adds it (and as
+// Col2Im adds the product's columns), for non-negative factors (magnitudes).
+template <typename T>
+void Col2ImOuterKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                       int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow,
+                       const T* row_factor) {
+  const int64_t taps = kh * kw, plane = h * w, l = oh * ow;
+  at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+    std::vector<T> carried(static_cast<size_t>(taps * plane));
+    for (int64_t img = i0; img < i1; ++img) {
+      std::fill(carried.begin(), carried.end(), T(0));
+      const T* src = cols + img * l;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          int64_t lo, hi;
+          ValidRange(ow, w, stride, pad, kj, &lo, &hi);
+          T* dst = carried.data() + (ki * kw + kj) * plane;
+          for (int64_t oy = 0; oy < oh; ++oy) {
+            const int64_t iy = oy * stride - pad + ki;
+            if (iy < 0 || iy >= h) continue;
+            T* out = dst + iy * w - pad + kj;  // out[ox * stride] is column ox's input
+            for (int64_t ox = lo; ox < hi; ++ox) out[ox * stride] = src[oy * ow + ox];
+          }
+        }
+      }
+      for (int64_t ch = 0; ch < c; ++ch) {
+        OuterTapsPlane(x + (img * c + ch) * plane, carried.data(), row_factor + ch * taps, taps,
+                       plane);
+      }
+    }
+  });
+}
+
+// Col2Im of cols [C*kh*kw, N*oh*ow].
+template <typename T>
 void Col2ImKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
-                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow,
-                  const T* row_factor = nullptr) {
-  const int64_t l = oh * ow, row_len = kOuter ? 0 : n * l;
+                  int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow) {
+  const int64_t l = oh * ow, row_len = n * l;
   at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t ch = c0; ch < c1; ++ch) {
       for (int64_t ki = 0; ki < kh; ++ki) {
         for (int64_t kj = 0; kj < kw; ++kj) {
-          const int64_t r = (ch * kh + ki) * kw + kj;
-          const T* row = cols + r * row_len;
-          const T f = kOuter ? row_factor[r] : T(1);
+          const T* row = cols + ((ch * kh + ki) * kw + kj) * row_len;
           int64_t lo, hi;
           ValidRange(ow, w, stride, pad, kj, &lo, &hi);
           for (int64_t img = 0; img < n; ++img) {
             T* dst = x + (img * c + ch) * h * w;
             const T* src = row + img * l;
             if constexpr (std::is_same_v<T, double>) {
-              (kOuter ? AddScaledTapPlaneF64 : AddTapPlaneF64)(dst, src, f, h, w, oh, ow, stride,
-                                                               pad, ki, kj, lo, hi);
+              AddTapPlaneF64(dst, src, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
             } else {
-              AddTapPlane<T, kOuter>(dst, src, f, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
+              AddTapPlane<T>(dst, src, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
             }
           }
         }
@@ -217,10 +280,12 @@ at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_facto
               "Col2ImOuter: factors of ", rows.numel(), " and ", cols.numel(), " values, want ",
               c * kh * kw, " and ", n * oh * ow);
   TORCH_CHECK(rows.scalar_type() == cols.scalar_type(), "Col2ImOuter: factors of two dtypes");
-  at::Tensor x = at::zeros({n, c, h, w}, cols.options());
+  at::Tensor x = at::empty({n, c, h, w}, cols.options());
+  if (x.numel() == 0) return x;
+  if (kh * kw == 0 || oh <= 0 || ow <= 0) return x.zero_();
   AT_DISPATCH_FLOATING_TYPES(cols.scalar_type(), "vt_col2im_outer", [&] {
-    Col2ImKernel<scalar_t, true>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh,
-                                 kw, stride, padding, oh, ow, rows.data_ptr<scalar_t>());
+    Col2ImOuterKernel<scalar_t>(cols.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), n, c, h, w, kh,
+                                kw, stride, padding, oh, ow, rows.data_ptr<scalar_t>());
   });
   return x;
 }

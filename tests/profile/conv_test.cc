@@ -110,16 +110,30 @@ TEST_CASE("Col2Im adds each element's taps in (ki, kj) order from zero, bit for 
   }
 }
 
-TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit", "[conv]") {
+TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit, on any thread count",
+          "[conv]") {
   at::manual_seed(11);
+  // Non-negative factors (magnitudes) of mixed sizes, so that another order of the taps'
+  // additions shows in the bits.
+  auto factors = [](int64_t count) {
+    return at::rand({count}, at::kDouble) * at::pow(10.0, at::randint(-8, 9, {count}, at::kDouble));
+  };
   for (const Geometry& g : kCol2ImGeometries) {
     const int64_t oh = g.oh(), ow = g.ow();
-    const at::Tensor rows = at::rand({g.c * g.k * g.k, 1}, at::kDouble);
-    const at::Tensor cols = at::rand({1, g.n * oh * ow}, at::kDouble);
+    const at::Tensor rows = factors(g.c * g.k * g.k).view({-1, 1});
+    const at::Tensor cols = factors(g.n * oh * ow).view({1, -1});
     const at::Tensor want = vt::Col2Im(rows * cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
-    const at::Tensor got =
-        vt::Col2ImOuter(rows, cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
-    CHECK(at::equal(got, want));
+    for (int threads : {1, 3}) {
+      const int saved = at::get_num_threads();
+      at::set_num_threads(threads);
+      const at::Tensor got =
+          vt::Col2ImOuter(rows, cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
+      at::set_num_threads(saved);
+      CHECK(at::equal(got, want));
+    }
+    const at::Tensor rf = rows.to(at::kFloat), cf = cols.to(at::kFloat);
+    CHECK(at::equal(vt::Col2ImOuter(rf, cf, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad),
+                    vt::Col2Im(rf * cf, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad)));
   }
   // 5 and 7 factors where one 3x3 channel over a 3x3 image (padding 1) needs 9 and 9.
   CHECK_THROWS(vt::Col2ImOuter(at::rand({5}, at::kDouble), at::rand({7}, at::kDouble), 1, 1, 3, 3,
