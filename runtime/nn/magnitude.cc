@@ -292,26 +292,34 @@ at::Tensor AbsPlusChannel(const at::Tensor& a_in, const at::Tensor& c_in) {
   return out;
 }
 
-BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
-    const at::Tensor& g_in, const at::Tensor& xhat_in, const at::Tensor& w_in,
-    const at::Tensor& rstd_in, const at::Tensor& mean_g_in, const at::Tensor& mean_gx_in) {
+precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g_in, const at::Tensor& xhat_in,
+                                                 const at::Tensor& w_in, const at::Tensor& rstd_in,
+                                                 const at::Tensor& mean_g_in,
+                                                 const at::Tensor& mean_gx_in) {
   at::NoGradGuard no_grad;
   const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
   const at::Tensor w = w_in.detach().contiguous(), rstd = rstd_in.detach().contiguous();
   const at::Tensor mean_g = mean_g_in.detach().contiguous();
   const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
   if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
-    return {PerChannelView(rstd) * ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
-                                    (xhat * PerChannelView(mean_gx)).abs()),
-            ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
+    return precision::Magnitude(PerChannelView(rstd) *
+                                ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
+                                 (xhat * PerChannelView(mean_gx)).abs()));
   }
-  // The input gradient's magnitude is computed where it is used (precision::ChannelMagnitude:
-  // rstd (|g w| + |mean_g| + |xhat mean_gx|), the expression's bits); here, the two channel
-  // sums with ChannelAbsSum's four partial sums.
-  const int64_t c = g.size(1), plane_size = g.size(2) * g.size(3);
-  BatchNormGradMagnitudes out{precision::Magnitude(precision::ChannelMagnitude{
-                                  g, xhat, rstd, w, mean_g, mean_gx, c, plane_size}),
-                              at::zeros({c}, g.options()), at::zeros({c}, g.options())};
+  // Computed where it is used (precision::ChannelMagnitude: rstd (|g w| + |mean_g| + |xhat
+  // mean_gx|), the expression's bits).
+  return precision::Magnitude(precision::ChannelMagnitude{g, xhat, rstd, w, mean_g, mean_gx,
+                                                          g.size(1), g.size(2) * g.size(3)});
+}
+
+BatchNormGradMagnitudes BatchNormParamMagnitudes(const at::Tensor& g_in,
+                                                 const at::Tensor& xhat_in) {
+  at::NoGradGuard no_grad;
+  const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
+  if (!Fusable({&g, &xhat}, {})) return {{}, ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
+  // The two channel sums in one pass, with ChannelAbsSum's four partial sums.
+  const int64_t c = g.size(1);
+  BatchNormGradMagnitudes out{{}, at::zeros({c}, g.options()), at::zeros({c}, g.options())};
   const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
   double *ow = out.w.data_ptr<double>(), *ob = out.b.data_ptr<double>();
   ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
@@ -329,6 +337,15 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(
     ow[ch] += (sw[0] + sw[1]) + (sw[2] + sw[3]);
     ob[ch] += (sb[0] + sb[1]) + (sb[2] + sb[3]);
   });
+  return out;
+}
+
+BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const at::Tensor& xhat,
+                                                    const at::Tensor& w, const at::Tensor& rstd,
+                                                    const at::Tensor& mean_g,
+                                                    const at::Tensor& mean_gx) {
+  BatchNormGradMagnitudes out = BatchNormParamMagnitudes(g, xhat);
+  out.gx = BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx);
   return out;
 }
 

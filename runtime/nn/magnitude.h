@@ -77,6 +77,14 @@ BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const a
                                                     const at::Tensor& w, const at::Tensor& rstd,
                                                     const at::Tensor& mean_g,
                                                     const at::Tensor& mean_gx);
+// Its two parts: .w and .b alone (.gx undefined), which need neither statistic, so the
+// backward can take the statistics' magnitudes from them (sum |g w_c| = |w_c| sum |g|, sum
+// |g w_c xhat| = |w_c| sum |g xhat|); and .gx once the statistics are rounded.
+BatchNormGradMagnitudes BatchNormParamMagnitudes(const at::Tensor& g, const at::Tensor& xhat);
+precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g, const at::Tensor& xhat,
+                                                 const at::Tensor& w, const at::Tensor& rstd,
+                                                 const at::Tensor& mean_g,
+                                                 const at::Tensor& mean_gx);
 
 // Layer-norm magnitudes over [..., D] (per-row factors [..., 1], per-column [D]), each in one
 // pass, equal to the ATen expressions in the comments up to the order of the sums (the

@@ -195,18 +195,22 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor& g = grads[0];
     at::Tensor gxhat = g * PerChannel(w);
     const at::Tensor gxx = gxhat * xhat;
-    auto [mean_g, mean_gx] = RoundPair(
-        ctx, ChannelSum(gxhat) / count, ChannelSum(gxx) / count, gxhat, gxx,
-        +[](const at::Tensor& t) {
-          return ChannelAbsSum(t) / static_cast<double>(t.numel() / t.size(1));
+    // The parameters' magnitudes (sum |g xhat|, sum |g| per channel, one pass) also give the
+    // two statistics': their terms g w_c and g w_c xhat have |w_c| as a factor.
+    BatchNormGradMagnitudes m;
+    if (MagnitudesWanted()) m = BatchNormParamMagnitudes(g, xhat);
+    const at::Tensor both =
+        RoundBackward(ctx, at::stack({ChannelSum(gxhat) / count, ChannelSum(gxx) / count}), [&] {
+          const at::Tensor abs_w = w.detach().abs();
+          return at::stack({abs_w * m.b / count, abs_w * m.w / count});
         });
+    const at::Tensor mean_g = both[0], mean_gx = both[1];
     const at::Tensor centered_term = xhat * PerChannel(mean_gx);
     at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - centered_term);
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      BatchNormGradMagnitudes m = BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx);
-      OfferComputedMagnitude(gx, std::move(m.gx));
+      OfferComputedMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));
       AddGradMagnitude(w, m.w);
       AddGradMagnitude(saved[3], m.b);
     }

@@ -165,6 +165,14 @@ TEST_CASE("a batch norm's backward magnitudes in one pass equal their expression
     CHECK(at::equal(all.b, vt::nn::ChannelAbsSum(g)));
     CHECK(at::allclose(all.w, (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
     CHECK(at::allclose(all.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
+    // The parameters' part alone is the same pass; the backward statistics' magnitudes taken
+    // from it, |w| sum |g| and |w| sum |g xhat|, are the sums of their terms' sizes.
+    const vt::nn::BatchNormGradMagnitudes part = vt::nn::BatchNormParamMagnitudes(g, xhat);
+    CHECK(!part.gx.defined());
+    CHECK(at::equal(part.w, all.w));
+    CHECK(at::equal(part.b, all.b));
+    CHECK(at::allclose(w.abs() * part.b, (g * ch(w)).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::allclose(w.abs() * part.w, (g * ch(w) * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
   }
 }
 
