@@ -149,15 +149,22 @@ precision::Magnitude StepContext::OfferedMagnitudeFor(const at::Tensor& x) const
 
 void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
   if (!magnitudes_wanted_ || !magnitude.defined()) return;
-  at::Tensor& m = grad_magnitudes_[parameter.unsafeGetTensorImpl()];
+  GradMagnitude& m = grad_magnitudes_[parameter.unsafeGetTensorImpl()];
   const at::Tensor add = magnitude.to(at::kDouble).reshape(parameter.sizes());
-  m = m.defined() ? m.add_(add) : add.clone();
+  if (!m.sum.defined()) {
+    m.sum = add;  // the same bits as a copy, without the pass
+  } else if (!m.owned) {
+    m.sum = m.sum + add;
+    m.owned = true;
+  } else {
+    m.sum.add_(add);
+  }
 }
 
 at::Tensor StepContext::TakeGradMagnitude(const at::Tensor& parameter) {
   auto it = grad_magnitudes_.find(parameter.unsafeGetTensorImpl());
   if (it == grad_magnitudes_.end()) return at::Tensor();
-  at::Tensor m = std::move(it->second);
+  at::Tensor m = std::move(it->second.sum);
   grad_magnitudes_.erase(it);
   return m;
 }

@@ -215,6 +215,8 @@ class StepContext {
   at::Tensor OfferedFor(const at::Tensor& x) const;
   // As OfferedFor, a computed magnitude left as it is.
   precision::Magnitude OfferedMagnitudeFor(const at::Tensor& x) const;
+  // The first contribution is kept as given, not copied (callers hand over a tensor they no
+  // longer change); a second starts a sum of the context's own, which later ones add to.
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
   // it is removed from the context.
@@ -325,7 +327,11 @@ class StepContext {
     precision::Magnitude magnitude;
   };
   std::map<const void*, Offer> offers_;
-  std::map<const c10::TensorImpl*, at::Tensor> grad_magnitudes_;
+  struct GradMagnitude {
+    at::Tensor sum;
+    bool owned = false;  // `sum` is the context's own (it may be added to in place)
+  };
+  std::map<const c10::TensorImpl*, GradMagnitude> grad_magnitudes_;
 
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
