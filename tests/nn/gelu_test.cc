@@ -71,6 +71,22 @@ TEST_CASE("vtrun's tanh is within 4 ulp of the C library's, with its special val
   CHECK(Bits(vt::nn::TanhOne(0.0)) == Bits(0.0));
   CHECK(Bits(vt::nn::TanhOne(-0.0)) == Bits(-0.0));
   CHECK(vt::nn::TanhOne(4.9e-324) == 4.9e-324);  // the smallest subnormal
+  // The same special values through the vector loop (16 lanes: two AVX-512 vectors).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> special = {inf,  -inf,  nan,  -nan,     0.0, -0.0, 1e300,  -1e300,
+                                       20.0, -20.0, 19.5, 4.9e-324, 0.5, -0.5, 1e-300, 25.0};
+  std::vector<double> out(special.size());
+  vt::nn::TanhSpan(special.data(), out.data(), static_cast<int64_t>(special.size()));
+  for (size_t i = 0; i < special.size(); ++i) {
+    INFO("tanh(" << special[i] << ")");
+    if (std::isnan(special[i])) {
+      CHECK(std::isnan(out[i]));
+    } else {
+      CHECK(Bits(out[i]) == Bits(vt::nn::TanhOne(special[i])));
+      CHECK(UlpDistance(out[i], std::tanh(special[i])) <= 4);
+      CHECK(std::signbit(out[i]) == std::signbit(special[i]));
+    }
+  }
 }
 
 TEST_CASE("vtrun's tanh gives the same bits vectorized, on one value and on any thread count",
