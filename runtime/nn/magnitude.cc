@@ -312,14 +312,13 @@ precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g_in, const a
                                                           g.size(1), g.size(2) * g.size(3)});
 }
 
-BatchNormGradMagnitudes BatchNormParamMagnitudes(const at::Tensor& g_in,
-                                                 const at::Tensor& xhat_in) {
+ParamMagnitudes BatchNormParamMagnitudes(const at::Tensor& g_in, const at::Tensor& xhat_in) {
   at::NoGradGuard no_grad;
   const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
-  if (!Fusable({&g, &xhat}, {})) return {{}, ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
+  if (!Fusable({&g, &xhat}, {})) return {ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
   // The two channel sums in one pass, with ChannelAbsSum's four partial sums.
   const int64_t c = g.size(1);
-  BatchNormGradMagnitudes out{{}, at::zeros({c}, g.options()), at::zeros({c}, g.options())};
+  ParamMagnitudes out{at::zeros({c}, g.options()), at::zeros({c}, g.options())};
   const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
   double *ow = out.w.data_ptr<double>(), *ob = out.b.data_ptr<double>();
   ForEachPlane(g, [&](int64_t ch, int64_t off, int64_t plane) {
@@ -340,15 +339,6 @@ BatchNormGradMagnitudes BatchNormParamMagnitudes(const at::Tensor& g_in,
   return out;
 }
 
-BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const at::Tensor& xhat,
-                                                    const at::Tensor& w, const at::Tensor& rstd,
-                                                    const at::Tensor& mean_g,
-                                                    const at::Tensor& mean_gx) {
-  BatchNormGradMagnitudes out = BatchNormParamMagnitudes(g, xhat);
-  out.gx = BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx);
-  return out;
-}
-
 namespace {
 
 // Whether t is CPU float64 and contiguous, with at least one dimension.
@@ -360,6 +350,18 @@ bool FlatRows(const at::Tensor& t) {
 bool PerRow(const at::Tensor& f, const at::Tensor& a) {
   return f.defined() && f.device().is_cpu() && f.scalar_type() == at::kDouble &&
          f.is_contiguous() && a.size(-1) > 0 && f.numel() * a.size(-1) == a.numel();
+}
+
+// Runs body(row, offset, d) for every row of d values of a contiguous a (d its last size), rows
+// split over LibTorch's threads in chunks of about 2^15 values.
+template <class Body>
+void ForEachRow(const at::Tensor& a, Body&& body) {
+  const int64_t d = a.size(-1);
+  if (a.numel() == 0) return;
+  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) body(i, i * d, d);
+                   });
 }
 
 }  // namespace
@@ -387,17 +389,11 @@ at::Tensor AbsPlusColumn(const at::Tensor& a_in, const at::Tensor& c_in) {
     return a.abs() + c.abs();
   }
   at::Tensor out = at::empty_like(a);
-  if (a.numel() == 0) return out;
-  const int64_t d = a.size(-1);
   const double *pa = a.data_ptr<double>(), *pc = c.data_ptr<double>();
   double* o = out.data_ptr<double>();
-  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       for (int64_t j = 0; j < d; ++j)
-                         o[i * d + j] = std::fabs(pa[i * d + j]) + std::fabs(pc[j]);
-                     }
-                   });
+  ForEachRow(a, [&](int64_t, int64_t off, int64_t d) {
+    for (int64_t j = 0; j < d; ++j) o[off + j] = std::fabs(pa[off + j]) + std::fabs(pc[j]);
+  });
   return out;
 }
 
@@ -411,21 +407,15 @@ at::Tensor RowAbsSum3(const at::Tensor& r_in, const at::Tensor& a_in, const at::
     return r * ((a.abs() + q.abs()) + b.abs());
   }
   at::Tensor out = at::empty_like(a);
-  if (a.numel() == 0) return out;
-  const int64_t d = a.size(-1);
   const double *pa = a.data_ptr<double>(), *pb = b.data_ptr<double>();
   const double *pr = r.data_ptr<double>(), *pq = q.data_ptr<double>();
   double* o = out.data_ptr<double>();
-  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       const double ri = pr[i], qi = std::fabs(pq[i]);
-                       for (int64_t j = 0; j < d; ++j) {
-                         const int64_t k = i * d + j;
-                         o[k] = ri * ((std::fabs(pa[k]) + qi) + std::fabs(pb[k]));
-                       }
-                     }
-                   });
+  ForEachRow(a, [&](int64_t i, int64_t off, int64_t d) {
+    const double ri = pr[i], qi = std::fabs(pq[i]);
+    for (int64_t j = 0; j < d; ++j) {
+      o[off + j] = ri * ((std::fabs(pa[off + j]) + qi) + std::fabs(pb[off + j]));
+    }
+  });
   return out;
 }
 

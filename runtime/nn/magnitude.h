@@ -60,27 +60,22 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
 //   ChannelAbsSum(a)          sum over n, h, w of |a|                      -> [C]
 //   ChannelAbsSum(a, b)       sum over n, h, w of |a b|                    -> [C]
 //   AbsPlusChannel(a, c)      |a| + |c_ch|                                 -> a's shape
-//   BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx), in one pass over g and xhat:
-//     .gx  rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)           -> g's shape
+//   BatchNormParamMagnitudes(g, xhat), in one pass over g and xhat:
 //     .w   ChannelAbsSum(g, xhat), .b  ChannelAbsSum(g) (the same bits)    -> [C]
-//   .gx is computed by the boundary's kernels block by block (precision::ChannelMagnitude,
-//   the expression's bits, never written out); so is OfferAbsPlusChannel's |a| + |c_ch|.
+//     (they also give the backward statistics' magnitudes: sum |g w_c| = |w_c| sum |g|,
+//     sum |g w_c xhat| = |w_c| sum |g xhat|)
+//   BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx):
+//     rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)                -> g's shape
+//   computed by the boundary's kernels block by block (precision::ChannelMagnitude, the
+//   expression's bits, never written out); so is OfferAbsPlusChannel's |a| + |c_ch|.
 // Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
 at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
 at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
 void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a, const at::Tensor& c);
-struct BatchNormGradMagnitudes {
-  precision::Magnitude gx;
+struct ParamMagnitudes {
   at::Tensor w, b;
 };
-BatchNormGradMagnitudes BatchNormBackwardMagnitudes(const at::Tensor& g, const at::Tensor& xhat,
-                                                    const at::Tensor& w, const at::Tensor& rstd,
-                                                    const at::Tensor& mean_g,
-                                                    const at::Tensor& mean_gx);
-// Its two parts: .w and .b alone (.gx undefined), which need neither statistic, so the
-// backward can take the statistics' magnitudes from them (sum |g w_c| = |w_c| sum |g|, sum
-// |g w_c xhat| = |w_c| sum |g xhat|); and .gx once the statistics are rounded.
-BatchNormGradMagnitudes BatchNormParamMagnitudes(const at::Tensor& g, const at::Tensor& xhat);
+ParamMagnitudes BatchNormParamMagnitudes(const at::Tensor& g, const at::Tensor& xhat);
 precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g, const at::Tensor& xhat,
                                                  const at::Tensor& w, const at::Tensor& rstd,
                                                  const at::Tensor& mean_g,

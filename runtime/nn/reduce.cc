@@ -197,7 +197,7 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor gxx = gxhat * xhat;
     // The parameters' magnitudes (sum |g xhat|, sum |g| per channel, one pass) also give the
     // two statistics': their terms g w_c and g w_c xhat have |w_c| as a factor.
-    BatchNormGradMagnitudes m;
+    ParamMagnitudes m;
     if (MagnitudesWanted()) m = BatchNormParamMagnitudes(g, xhat);
     const at::Tensor both =
         RoundBackward(ctx, at::stack({ChannelSum(gxhat) / count, ChannelSum(gxx) / count}), [&] {

@@ -90,10 +90,10 @@ VT_COL2IM_CLONES void AddTapPlaneF64(double* dst, const double* src, int64_t h, 
 // f[t] * taps[t][q], where taps[t] is the plane of values tap t carries to each input position
 // (zero where it carries none, which adds +0 to a sum of non-negative terms: the same bits as
 // skipping it). Long contiguous rows: the plane stays in L1 over the taps.
-VT_COL2IM_CLONES void OuterTapsPlaneF64(double* dst, const double* taps, const double* f,
-                                        int64_t count, int64_t plane) {
+template <typename T>
+inline void OuterTapsPlane(T* dst, const T* taps, const T* f, int64_t count, int64_t plane) {
   if (count == 9) {  // 3x3 kernels: one pass, the nine terms in registers
-    const double* c[9];
+    const T* c[9];
     for (int t = 0; t < 9; ++t) c[t] = taps + t * plane;
     for (int64_t q = 0; q < plane; ++q) {
       dst[q] = ((((((((f[0] * c[0][q]) + f[1] * c[1][q]) + f[2] * c[2][q]) + f[3] * c[3][q]) +
@@ -107,29 +107,21 @@ VT_COL2IM_CLONES void OuterTapsPlaneF64(double* dst, const double* taps, const d
   }
   for (int64_t q = 0; q < plane; ++q) dst[q] = f[0] * taps[q];
   for (int64_t t = 1; t < count; ++t) {
-    const double ft = f[t];
-    const double* src = taps + t * plane;
+    const T ft = f[t];
+    const T* src = taps + t * plane;
     for (int64_t q = 0; q < plane; ++q) dst[q] += ft * src[q];
   }
 }
-
-template <typename T>
-void OuterTapsPlane(T* dst, const T* taps, const T* f, int64_t count, int64_t plane) {
-  if constexpr (std::is_same_v<T, double>) {
-    OuterTapsPlaneF64(dst, taps, f, count, plane);
-  } else {
-    for (int64_t q = 0; q < plane; ++q) dst[q] = f[0] * taps[q];
-    for (int64_t t = 1; t < count; ++t) {
-      for (int64_t q = 0; q < plane; ++q) dst[q] += f[t] * taps[t * plane + q];
-    }
-  }
+VT_COL2IM_CLONES void OuterTapsPlaneF64(double* dst, const double* taps, const double* f,
+                                        int64_t count, int64_t plane) {
+  OuterTapsPlane<double>(dst, taps, f, count, plane);
 }
 
 // Col2Im of row_factor (x) cols, image by image: each tap's plane of the image's column
-// factor scattered to the input positions it reaches (every tap at most once per position),
-// then each channel's plane as OuterTapsPlane over those kh*kw planes. Each element is
-// 0 + f0 c0 + f1 c1 + ... in (ki, kj) order, as Col2ImKernel<T, true> adds it (and as
-// Col2Im adds the product's columns), for non-negative factors (magnitudes).
+// factor added once into a zeroed plane (AddTapPlane: every tap reaches a position at most
+// once), then each channel's plane as OuterTapsPlane over those kh*kw planes. Each element is
+// 0 + f0 c0 + f1 c1 + ... in (ki, kj) order, as Col2Im adds the product's columns, for
+// non-negative factors (magnitudes).
 template <typename T>
 void Col2ImOuterKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
                        int64_t kw, int64_t stride, int64_t pad, int64_t oh, int64_t ow,
@@ -145,17 +137,21 @@ void Col2ImOuterKernel(const T* cols, T* x, int64_t n, int64_t c, int64_t h, int
           int64_t lo, hi;
           ValidRange(ow, w, stride, pad, kj, &lo, &hi);
           T* dst = carried.data() + (ki * kw + kj) * plane;
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            const int64_t iy = oy * stride - pad + ki;
-            if (iy < 0 || iy >= h) continue;
-            T* out = dst + iy * w - pad + kj;  // out[ox * stride] is column ox's input
-            for (int64_t ox = lo; ox < hi; ++ox) out[ox * stride] = src[oy * ow + ox];
+          if constexpr (std::is_same_v<T, double>) {
+            AddTapPlaneF64(dst, src, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
+          } else {
+            AddTapPlane<T>(dst, src, h, w, oh, ow, stride, pad, ki, kj, lo, hi);
           }
         }
       }
       for (int64_t ch = 0; ch < c; ++ch) {
-        OuterTapsPlane(x + (img * c + ch) * plane, carried.data(), row_factor + ch * taps, taps,
-                       plane);
+        T* dst = x + (img * c + ch) * plane;
+        const T* f = row_factor + ch * taps;
+        if constexpr (std::is_same_v<T, double>) {
+          OuterTapsPlaneF64(dst, carried.data(), f, taps, plane);
+        } else {
+          OuterTapsPlane<T>(dst, carried.data(), f, taps, plane);
+        }
       }
     }
   });

@@ -15,6 +15,8 @@
 #include <limits>
 #include <vector>
 
+#include "tests/precision/helpers.h"
+
 namespace {
 
 uint64_t Bits(double v) {
@@ -98,11 +100,12 @@ TEST_CASE("vtrun's tanh gives the same bits vectorized, on one value and on any 
         {4.0 * at::randn({n - n / 2}, at::kDouble), at::randn({n / 2}, at::kDouble).mul_(1e-3)});
     const double* px = x.data_ptr<double>();
     for (int threads : {1, 2, 3}) {
-      const int saved = at::get_num_threads();
-      at::set_num_threads(threads);
       std::vector<double> out(n);
-      vt::nn::TanhSpan(px, out.data(), n);
-      at::set_num_threads(saved);
+      {
+        vt::precision::testing::ThreadGuard restore_threads;
+        at::set_num_threads(threads);
+        vt::nn::TanhSpan(px, out.data(), n);
+      }
       for (int64_t i = 0; i < n; ++i) {
         INFO("n " << n << ", threads " << threads << ", element " << i << " = " << px[i]);
         REQUIRE(Bits(out[i]) == Bits(vt::nn::TanhOne(px[i])));

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/nn/magnitude.h"
+#include "tests/precision/helpers.h"
 
 namespace {
 
@@ -135,17 +136,18 @@ TEST_CASE("batch-norm magnitudes equal their ATen expressions", "[nn][magnitude]
     CHECK(at::equal(vt::nn::AbsPlusChannel(gg, w), g.abs() + ch(w).abs()));
     const at::Tensor want =
         ch(rstd) * ((g * ch(w)).abs() + ch(mean_g).abs() + (xhat * ch(mean_gx)).abs());
-    // All three backward magnitudes in one pass: the input gradient's is the expression's
-    // bits, the channel sums ChannelAbsSum's.
-    const vt::nn::BatchNormGradMagnitudes all =
-        vt::nn::BatchNormBackwardMagnitudes(gg, xx, w, rstd, mean_g, mean_gx);
-    CHECK(at::equal(all.gx.Materialize(g), want));
-    CHECK(at::equal(all.w, vt::nn::ChannelAbsSum(gg, xx)));
-    CHECK(at::equal(all.b, vt::nn::ChannelAbsSum(gg)));
+    // The backward magnitudes: the input gradient's is the expression's bits, the channel sums
+    // (one pass) ChannelAbsSum's.
+    const vt::precision::Magnitude gx =
+        vt::nn::BatchNormInputGradMagnitude(gg, xx, w, rstd, mean_g, mean_gx);
+    CHECK(at::equal(gx.Materialize(g), want));
+    const vt::nn::ParamMagnitudes params = vt::nn::BatchNormParamMagnitudes(gg, xx);
+    CHECK(at::equal(params.w, vt::nn::ChannelAbsSum(gg, xx)));
+    CHECK(at::equal(params.b, vt::nn::ChannelAbsSum(gg)));
   }
 }
 
-TEST_CASE("a batch norm's backward magnitudes in one pass equal their expressions, any plane size",
+TEST_CASE("a batch norm's backward magnitudes equal their expressions, any plane size",
           "[nn][magnitude]") {
   at::manual_seed(13);
   for (const std::vector<int64_t>& shape :
@@ -155,24 +157,21 @@ TEST_CASE("a batch norm's backward magnitudes in one pass equal their expression
     const int64_t c = shape[1];
     const at::Tensor w = at::randn({c}, at::kDouble), rstd = at::rand({c}, at::kDouble);
     const at::Tensor mean_g = at::randn({c}, at::kDouble), mean_gx = at::randn({c}, at::kDouble);
-    const vt::nn::BatchNormGradMagnitudes all =
-        vt::nn::BatchNormBackwardMagnitudes(g, xhat, w, rstd, mean_g, mean_gx);
+    const vt::precision::Magnitude gx =
+        vt::nn::BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx);
     auto ch = [](const at::Tensor& t) { return t.view({1, -1, 1, 1}); };
-    CHECK(at::equal(all.gx.Materialize(g), ch(rstd) * ((g * ch(w)).abs() + ch(mean_g).abs() +
-                                                       (xhat * ch(mean_gx)).abs())));
-    CHECK(all.gx.computed());
-    CHECK(at::equal(all.w, vt::nn::ChannelAbsSum(g, xhat)));
-    CHECK(at::equal(all.b, vt::nn::ChannelAbsSum(g)));
-    CHECK(at::allclose(all.w, (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
-    CHECK(at::allclose(all.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
-    // The parameters' part alone is the same pass; the backward statistics' magnitudes taken
-    // from it, |w| sum |g| and |w| sum |g xhat|, are the sums of their terms' sizes.
-    const vt::nn::BatchNormGradMagnitudes part = vt::nn::BatchNormParamMagnitudes(g, xhat);
-    CHECK(!part.gx.defined());
-    CHECK(at::equal(part.w, all.w));
-    CHECK(at::equal(part.b, all.b));
-    CHECK(at::allclose(w.abs() * part.b, (g * ch(w)).abs().sum({0, 2, 3}), 1e-14, 0.0));
-    CHECK(at::allclose(w.abs() * part.w, (g * ch(w) * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::equal(gx.Materialize(g), ch(rstd) * ((g * ch(w)).abs() + ch(mean_g).abs() +
+                                                   (xhat * ch(mean_gx)).abs())));
+    CHECK(gx.computed());
+    const vt::nn::ParamMagnitudes params = vt::nn::BatchNormParamMagnitudes(g, xhat);
+    CHECK(at::equal(params.w, vt::nn::ChannelAbsSum(g, xhat)));
+    CHECK(at::equal(params.b, vt::nn::ChannelAbsSum(g)));
+    CHECK(at::allclose(params.w, (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::allclose(params.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
+    // The backward statistics' magnitudes taken from them, |w| sum |g| and |w| sum |g xhat|,
+    // are the sums of their terms' sizes.
+    CHECK(at::allclose(w.abs() * params.b, (g * ch(w)).abs().sum({0, 2, 3}), 1e-14, 0.0));
+    CHECK(at::allclose(w.abs() * params.w, (g * ch(w) * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
   }
 }
 
@@ -210,12 +209,13 @@ TEST_CASE("layer-norm magnitudes equal their ATen expressions, on any layout and
   CHECK(at::equal(vt::nn::ColumnAbsSum(e), at::zeros({33}, at::kDouble)));
   // The same bits on one thread and on three.
   const at::Tensor big = at::randn({64, 512, 40}, at::kDouble);
-  const int saved = at::get_num_threads();
-  at::set_num_threads(1);
-  const at::Tensor m1 = vt::nn::RowAbsMean(big), c1 = vt::nn::ColumnAbsSum(big);
-  at::set_num_threads(3);
-  const at::Tensor m3 = vt::nn::RowAbsMean(big), c3 = vt::nn::ColumnAbsSum(big);
-  at::set_num_threads(saved);
-  CHECK(at::equal(m1, m3));
-  CHECK(at::equal(c1, c3));
+  vt::precision::testing::ThreadGuard restore_threads;
+  at::Tensor means[2], sums[2];
+  for (int k = 0; k < 2; ++k) {
+    at::set_num_threads(k == 0 ? 1 : 3);
+    means[k] = vt::nn::RowAbsMean(big);
+    sums[k] = vt::nn::ColumnAbsSum(big);
+  }
+  CHECK(at::equal(means[0], means[1]));
+  CHECK(at::equal(sums[0], sums[1]));
 }

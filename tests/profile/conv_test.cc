@@ -11,6 +11,7 @@
 #include "runtime/nn/context.h"
 #include "runtime/profile/im2col.h"
 #include "runtime/profile/profile.h"
+#include "tests/precision/helpers.h"
 
 TEST_CASE("Im2Col matches ATen's im2col rearranged to [C*kh*kw, N*L]", "[conv]") {
   at::Tensor x = at::randn({3, 4, 9, 8}, at::kDouble);
@@ -124,12 +125,10 @@ TEST_CASE("Col2ImOuter equals Col2Im of the outer product, bit for bit, on any t
     const at::Tensor cols = factors(g.n * oh * ow).view({1, -1});
     const at::Tensor want = vt::Col2Im(rows * cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
     for (int threads : {1, 3}) {
-      const int saved = at::get_num_threads();
+      vt::precision::testing::ThreadGuard restore_threads;
       at::set_num_threads(threads);
-      const at::Tensor got =
-          vt::Col2ImOuter(rows, cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad);
-      at::set_num_threads(saved);
-      CHECK(at::equal(got, want));
+      CHECK(at::equal(vt::Col2ImOuter(rows, cols, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad),
+                      want));
     }
     const at::Tensor rf = rows.to(at::kFloat), cf = cols.to(at::kFloat);
     CHECK(at::equal(vt::Col2ImOuter(rf, cf, g.n, g.c, g.h, g.w, g.k, g.k, g.stride, g.pad),
