@@ -133,16 +133,14 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     ctx->saved_data["padding"] = padding;
     at::Tensor y = vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
     if (MagnitudesWanted()) {
-      // ||x window|| per output position: the window sums of x^2 over channels and taps.
+      // ||x window|| per output position: the window sums of x^2 over channels and taps; the
+      // backward's tap norms come from the same pass over x, and are kept.
       at::NoGradGuard no_grad;
-      const int64_t kh = w.size(2), kw = w.size(3);
-      // (Im2Col of the one channel: any padding, which avg_pool2d limits to half the kernel.)
-      at::Tensor sq = (x * x).sum(1, true);
-      at::Tensor win = vt::Im2Col(sq, kh, kw, stride, padding)
-                           .sum(0)
-                           .sqrt_()
-                           .view({y.size(0), 1, y.size(2), y.size(3)});  // [N, 1, oh, ow]
-      at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));              // [O, 1]
+      const vt::ConvInputNorms norms =
+          vt::ConvInputNormsOf(x.detach(), w.size(2), w.size(3), stride, padding);
+      ctx->saved_data["tap_norms"] = norms.taps;
+      const at::Tensor& win = norms.windows;                 // [N, 1, oh, ow]
+      at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
       // y [N, O, oh, ow] as [N, O rows, oh*ow columns]: ||w_o|| ||x window|| + |bias_o|.
       OfferProductMagnitude(y, w.size(0), y.size(2) * y.size(3), wn.view({1, -1, 1, 1}), win,
                             bias.numel() > 0 ? bias.abs().view({1, -1, 1, 1}) : at::Tensor(),
@@ -200,7 +198,10 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       const at::Tensor w_cols = ColNorms(w.reshape({out_c, -1})).t();  // [R, 1]
       OfferMagnitude(gx, vt::Col2ImOuter(w_cols, gn.cols, n, c, h, wd, kh, kw, stride, padding));
       at::Tensor g_rows = gn.rows.square().sum(0).sqrt_();  // [O, 1]
-      AddGradMagnitude(w, g_rows * vt::Im2ColRowNorms(x, kh, kw, stride, padding).t());
+      const at::Tensor taps = ctx->saved_data.count("tap_norms") != 0
+                                  ? ctx->saved_data["tap_norms"].toTensor()
+                                  : vt::Im2ColRowNorms(x, kh, kw, stride, padding);
+      AddGradMagnitude(w, g_rows * taps.t());
       if (has_bias) AddGradMagnitude(saved[2], gn.row_abs.sum(0));
     }
     return {gx, gw, gb, at::Tensor(), at::Tensor()};

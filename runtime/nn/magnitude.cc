@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/nn/context.h"
+#include "runtime/nn/planes.h"
 #include "runtime/tensor/layout.h"
 
 namespace vt::nn {
@@ -206,41 +207,14 @@ at::Tensor ColNorms(const at::Tensor& t) { return NormsOf(t, kColNorms).cols; }
 
 namespace {
 
-// Whether the fused batch-norm loops apply: contiguous CPU float64 [N, C, H, W] tensors and
-// per-channel factors of C values.
-bool Fusable(std::initializer_list<const at::Tensor*> maps,
-             std::initializer_list<const at::Tensor*> factors) {
-  const at::Tensor& first = **maps.begin();
-  if (first.dim() != 4 || !ContiguousCpuDoubles(maps)) return false;
-  for (const at::Tensor* t : factors) {
-    if (!t->defined() || !t->device().is_cpu() || t->scalar_type() != at::kDouble ||
-        t->numel() != first.size(1)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 at::Tensor PerChannelView(const at::Tensor& t) { return t.reshape({1, -1, 1, 1}); }
-
-// Runs body(ch, offset, plane) for every (image, channel) plane of an [N, C, H, W] tensor,
-// channels split over threads (each channel's planes in image order on one thread).
-template <class Body>
-void ForEachPlane(const at::Tensor& t, Body&& body) {
-  const int64_t n = t.size(0), c = t.size(1), plane = t.size(2) * t.size(3);
-  at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t ch = c0; ch < c1; ++ch) {
-      for (int64_t img = 0; img < n; ++img) body(ch, (img * c + ch) * plane, plane);
-    }
-  });
-}
 
 }  // namespace
 
 at::Tensor ChannelAbsSum(const at::Tensor& a_in, const at::Tensor& b_in) {
   at::NoGradGuard no_grad;
   const at::Tensor a = a_in.detach(), b = b_in.defined() ? b_in.detach() : at::Tensor();
-  if (!(b.defined() ? Fusable({&a, &b}, {}) : Fusable({&a}, {}))) {
+  if (!(b.defined() ? FusablePlanes({&a, &b}, {}) : FusablePlanes({&a}, {}))) {
     return (b.defined() ? (a * b).abs() : a.abs()).sum({0, 2, 3});
   }
   at::Tensor out = at::zeros({a.size(1)}, a.options());
@@ -264,23 +238,26 @@ at::Tensor ChannelAbsSum(const at::Tensor& a_in, const at::Tensor& b_in) {
   return out;
 }
 
-void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a_in, const at::Tensor& c_in) {
+void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a_in, const at::Tensor& c_in,
+                         const at::Tensor& p_in) {
   StepContext* step = StepContext::Current();
   if (step == nullptr || !step->magnitudes_wanted()) return;
   at::NoGradGuard no_grad;
   const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
-  if (y.is_contiguous() && y.numel() == a.numel() && Fusable({&a}, {&c}) && a.numel() > 0) {
+  const at::Tensor p = p_in.defined() ? p_in.detach().contiguous() : at::Tensor();
+  const bool fusable = p.defined() ? FusablePlanes({&a}, {&c, &p}) : FusablePlanes({&a}, {&c});
+  if (y.is_contiguous() && y.numel() == a.numel() && fusable && a.numel() > 0) {
     step->OfferComputedMagnitude(y, precision::Magnitude(precision::ChannelMagnitude{
-                                        a, {}, {}, {}, c, {}, a.size(1), a.size(2) * a.size(3)}));
+                                        a, {}, {}, p, c, {}, a.size(1), a.size(2) * a.size(3)}));
     return;
   }
-  step->OfferMagnitude(y, AbsPlusChannel(a, c));
+  step->OfferMagnitude(y, AbsPlusChannel(p.defined() ? a * PerChannelView(p) : a, c));
 }
 
 at::Tensor AbsPlusChannel(const at::Tensor& a_in, const at::Tensor& c_in) {
   at::NoGradGuard no_grad;
   const at::Tensor a = a_in.detach(), c = c_in.detach().contiguous();
-  if (!Fusable({&a}, {&c})) return a.abs() + PerChannelView(c).abs();
+  if (!FusablePlanes({&a}, {&c})) return a.abs() + PerChannelView(c).abs();
   at::Tensor out = at::empty_like(a);
   const double* pa = a.data_ptr<double>();
   const double* pc = c.data_ptr<double>();
@@ -301,7 +278,7 @@ precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g_in, const a
   const at::Tensor w = w_in.detach().contiguous(), rstd = rstd_in.detach().contiguous();
   const at::Tensor mean_g = mean_g_in.detach().contiguous();
   const at::Tensor mean_gx = mean_gx_in.detach().contiguous();
-  if (!Fusable({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
+  if (!FusablePlanes({&g, &xhat}, {&w, &rstd, &mean_g, &mean_gx})) {
     return precision::Magnitude(PerChannelView(rstd) *
                                 ((g * PerChannelView(w)).abs() + PerChannelView(mean_g).abs() +
                                  (xhat * PerChannelView(mean_gx)).abs()));
@@ -315,7 +292,7 @@ precision::Magnitude BatchNormInputGradMagnitude(const at::Tensor& g_in, const a
 ParamMagnitudes BatchNormParamMagnitudes(const at::Tensor& g_in, const at::Tensor& xhat_in) {
   at::NoGradGuard no_grad;
   const at::Tensor g = g_in.detach(), xhat = xhat_in.detach();
-  if (!Fusable({&g, &xhat}, {})) return {ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
+  if (!FusablePlanes({&g, &xhat}, {})) return {ChannelAbsSum(g, xhat), ChannelAbsSum(g)};
   // The two channel sums in one pass, with ChannelAbsSum's four partial sums.
   const int64_t c = g.size(1);
   ParamMagnitudes out{at::zeros({c}, g.options()), at::zeros({c}, g.options())};

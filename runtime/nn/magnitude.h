@@ -67,11 +67,13 @@ void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tenso
 //   BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx):
 //     rstd_ch (|g w_ch| + |mean_g_ch| + |xhat mean_gx_ch|)                -> g's shape
 //   computed by the boundary's kernels block by block (precision::ChannelMagnitude, the
-//   expression's bits, never written out); so is OfferAbsPlusChannel's |a| + |c_ch|.
+//   expression's bits, never written out); so is OfferAbsPlusChannel's |a| + |c_ch|, or
+//   |a p_ch| + |c_ch| with a per-channel factor p.
 // Tensors that are not contiguous CPU float64 [N, C, H, W] take the ATen expressions.
 at::Tensor ChannelAbsSum(const at::Tensor& a, const at::Tensor& b = {});
 at::Tensor AbsPlusChannel(const at::Tensor& a, const at::Tensor& c);
-void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a, const at::Tensor& c);
+void OfferAbsPlusChannel(const at::Tensor& y, const at::Tensor& a, const at::Tensor& c,
+                         const at::Tensor& p = {});
 struct ParamMagnitudes {
   at::Tensor w, b;
 };

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "runtime/common/error.h"
+#include "runtime/nn/batch_norm.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/magnitude.h"
 #include "runtime/profile/profile.h"
@@ -178,36 +179,33 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor var_sum = ChannelSum(centered * centered) / count;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
     at::Tensor rstd = (var + eps).rsqrt();
-    at::Tensor xhat = centered * PerChannel(rstd);
-    ctx->save_for_backward({xhat, rstd, w, b});
+    BatchNormOutput out = BatchNormOutputOf(centered, rstd, w, b);
+    ctx->save_for_backward({out.xhat, rstd, w, b});
     ctx->saved_data["count"] = count;
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
     ctx->mark_non_differentiable({mean, var});
-    const at::Tensor scaled = xhat * PerChannel(w);
-    at::Tensor y = scaled + PerChannel(b);
-    if (MagnitudesWanted()) OfferAbsPlusChannel(y, scaled, b);
-    return {y, mean, var};
+    // |xhat w_c| + |b_c|, the output's two terms.
+    if (MagnitudesWanted()) OfferAbsPlusChannel(out.y, out.xhat, b, w);
+    return {out.y, mean, var};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     const at::Tensor &xhat = saved[0], &rstd = saved[1], &w = saved[2];
     const double count = ctx->saved_data["count"].toDouble();
     const at::Tensor& g = grads[0];
-    at::Tensor gxhat = g * PerChannel(w);
-    const at::Tensor gxx = gxhat * xhat;
-    // The parameters' magnitudes (sum |g xhat|, sum |g| per channel, one pass) also give the
-    // two statistics': their terms g w_c and g w_c xhat have |w_c| as a factor.
-    ParamMagnitudes m;
-    if (MagnitudesWanted()) m = BatchNormParamMagnitudes(g, xhat);
-    const at::Tensor both =
-        RoundBackward(ctx, at::stack({ChannelSum(gxhat) / count, ChannelSum(gxx) / count}), [&] {
+    // g w_c, g w_c xhat, g xhat and, in the same pass, the parameters' magnitudes (sum |g
+    // xhat|, sum |g| per channel), which also give the two statistics': their terms g w_c and
+    // g w_c xhat have |w_c| as a factor.
+    const BatchNormBackwardTerms terms = BatchNormBackwardTermsOf(g, xhat, w, MagnitudesWanted());
+    const ParamMagnitudes& m = terms.magnitudes;
+    const at::Tensor both = RoundBackward(
+        ctx, at::stack({ChannelSum(terms.gxhat) / count, ChannelSum(terms.gxx) / count}), [&] {
           const at::Tensor abs_w = w.detach().abs();
           return at::stack({abs_w * m.b / count, abs_w * m.w / count});
         });
     const at::Tensor mean_g = both[0], mean_gx = both[1];
-    const at::Tensor centered_term = xhat * PerChannel(mean_gx);
-    at::Tensor gx = PerChannel(rstd) * (gxhat - PerChannel(mean_g) - centered_term);
-    const at::Tensor gy_xhat = g * xhat;
+    at::Tensor gx = BatchNormInputGrad(terms.gxhat, xhat, rstd, mean_g, mean_gx);
+    const at::Tensor& gy_xhat = terms.gy_xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
       OfferComputedMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));

@@ -286,6 +286,51 @@ at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_facto
   return x;
 }
 
+namespace {
+
+// Each tap's norm over the positions it reaches, from sq [H, W], one channel's x^2 summed over
+// the images: into out[ki * kw + kj], its positions rows then columns, as Im2Col lays them out.
+template <typename T>
+void TapNorms(const T* sq, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t stride,
+              int64_t padding, int64_t oh, int64_t ow, T* out) {
+  for (int64_t ki = 0; ki < kh; ++ki) {
+    for (int64_t kj = 0; kj < kw; ++kj) {
+      int64_t lo, hi;
+      ValidRange(ow, w, stride, padding, kj, &lo, &hi);
+      T sum = 0;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        const int64_t iy = oy * stride - padding + ki;
+        if (iy < 0 || iy >= h) continue;
+        const T* in = sq + iy * w - padding + kj;
+        for (int64_t ox = lo; ox < hi; ++ox) sum += in[ox * stride];
+      }
+      out[ki * kw + kj] = std::sqrt(sum);
+    }
+  }
+}
+
+// a[i] += x[i]^2 and b[i] += x[i]^2 (ConvInputNormsOf's one pass over x), at every vector
+// width the same IEEE operations.
+#define VT_SQUARES_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+VT_SQUARES_CLONES void AddSquares(const double* __restrict x, int64_t n, double* __restrict a,
+                                  double* __restrict b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i] * x[i];
+    a[i] += v;
+    b[i] += v;
+  }
+}
+VT_SQUARES_CLONES void AddSquares(const float* __restrict x, int64_t n, float* __restrict a,
+                                  float* __restrict b) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * x[i];
+    a[i] += v;
+    b[i] += v;
+  }
+}
+
+}  // namespace
+
 at::Tensor Im2ColRowNorms(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride,
                           int64_t padding) {
   at::Tensor x = input.contiguous();
@@ -305,21 +350,68 @@ at::Tensor Im2ColRowNorms(const at::Tensor& input, int64_t kh, int64_t kw, int64
           const scalar_t* plane = px + (img * c + ch) * h * w;
           for (int64_t i = 0; i < h * w; ++i) sq[i] += plane[i] * plane[i];
         }
-        // Each tap's positions, rows then columns, as Im2Col lays them out.
+        TapNorms(sq.data(), h, w, kh, kw, stride, padding, oh, ow, po + ch * kh * kw);
+      }
+    });
+  });
+  return out;
+}
+
+ConvInputNorms ConvInputNormsOf(const at::Tensor& input, int64_t kh, int64_t kw, int64_t stride,
+                                int64_t padding) {
+  at::Tensor x = input.contiguous();
+  TORCH_CHECK(x.dim() == 4, "ConvInputNormsOf: want [N, C, H, W], got ", x.sizes());
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3), hw = h * w;
+  const int64_t oh = (h + 2 * padding - kh) / stride + 1, ow = (w + 2 * padding - kw) / stride + 1;
+  // x^2 summed over the channels (per image) and over the images (per channel), in channel and
+  // image order; the plane's positions split over threads, so no sum depends on them.
+  at::Tensor over_channels = at::zeros({n, hw}, x.options());
+  at::Tensor over_images = at::zeros({c, hw}, x.options());
+  ConvInputNorms out{at::empty({n, 1, oh, ow}, x.options()),
+                     at::empty({c * kh * kw, 1}, x.options())};
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "vt_conv_input_norms", [&] {
+    const scalar_t* px = x.data_ptr<scalar_t>();
+    scalar_t* sc = over_channels.data_ptr<scalar_t>();
+    scalar_t* si = over_images.data_ptr<scalar_t>();
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, n * c));
+    at::parallel_for(0, hw, grain, [&](int64_t p0, int64_t p1) {
+      for (int64_t img = 0; img < n; ++img) {
+        scalar_t* to_c = sc + img * hw;
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const scalar_t* row = px + (img * c + ch) * hw;
+          scalar_t* to_i = si + ch * hw;
+          AddSquares(row + p0, p1 - p0, to_c + p0, to_i + p0);
+        }
+      }
+    });
+    // Each output position's window over over_channels, taps in (ki, kj) order, padding left
+    // out (its zeros add nothing).
+    scalar_t* pw = out.windows.data_ptr<scalar_t>();
+    at::parallel_for(0, n, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t img = i0; img < i1; ++img) {
+        const scalar_t* sq = sc + img * hw;
+        scalar_t* acc = pw + img * oh * ow;
+        std::fill(acc, acc + oh * ow, scalar_t(0));
         for (int64_t ki = 0; ki < kh; ++ki) {
           for (int64_t kj = 0; kj < kw; ++kj) {
             int64_t lo, hi;
             ValidRange(ow, w, stride, padding, kj, &lo, &hi);
-            scalar_t sum = 0;
             for (int64_t oy = 0; oy < oh; ++oy) {
               const int64_t iy = oy * stride - padding + ki;
               if (iy < 0 || iy >= h) continue;
-              const scalar_t* in = sq.data() + iy * w - padding + kj;
-              for (int64_t ox = lo; ox < hi; ++ox) sum += in[ox * stride];
+              const scalar_t* in = sq + iy * w - padding + kj;
+              scalar_t* dst = acc + oy * ow;
+              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += in[ox * stride];
             }
-            po[(ch * kh + ki) * kw + kj] = std::sqrt(sum);
           }
         }
+        for (int64_t i = 0; i < oh * ow; ++i) acc[i] = std::sqrt(acc[i]);
+      }
+    });
+    scalar_t* pt = out.taps.data_ptr<scalar_t>();
+    at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        TapNorms(si + ch * hw, h, w, kh, kw, stride, padding, oh, ow, pt + ch * kh * kw);
       }
     });
   });

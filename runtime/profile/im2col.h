@@ -37,6 +37,19 @@ at::Tensor Col2ImOuter(const at::Tensor& row_factor, const at::Tensor& col_facto
 at::Tensor Im2ColRowNorms(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride,
                           int64_t padding);
 
+// The norms a convolution's magnitudes take from its input x [N, C, H, W], from one pass over
+// x (nn/autograd.cc):
+//   windows [N, 1, oh, ow]: each output position's input window's norm over channels and taps,
+//     the square root of the window sum (taps in order, the padding left out) of x^2 summed
+//     over the channels in channel order;
+//   taps [C*kh*kw, 1]: Im2ColRowNorms(x), the same bits.
+// The same bits on any thread count; float32/float64.
+struct ConvInputNorms {
+  at::Tensor windows, taps;
+};
+ConvInputNorms ConvInputNormsOf(const at::Tensor& x, int64_t kh, int64_t kw, int64_t stride,
+                                int64_t padding);
+
 // How many images of a batch one im2col chunk holds: columns of at most ~16 MiB, so the
 // buffers stay below glibc's mmap threshold and are reused instead of page-faulted in anew.
 // A pure function of the shapes, so chunking is the same on every machine.

@@ -168,6 +168,51 @@ TEST_CASE("Im2ColRowNorms equals the norms of Im2Col's rows, on any thread count
   }
 }
 
+TEST_CASE("ConvInputNormsOf: window norms and tap norms from one pass, on any thread count",
+          "[conv]") {
+  vt::precision::testing::ThreadGuard threads;
+  at::manual_seed(14);
+  struct Geometry {
+    int64_t n, c, h, w, kh, kw, stride, pad;
+  };
+  for (const Geometry& g : {Geometry{2, 3, 7, 9, 3, 3, 1, 1}, Geometry{3, 2, 8, 8, 3, 3, 2, 1},
+                            Geometry{1, 4, 5, 6, 1, 1, 2, 0}, Geometry{2, 1, 6, 5, 5, 5, 1, 2},
+                            Geometry{2, 2, 9, 7, 7, 3, 2, 3}, Geometry{1, 1, 2, 2, 3, 3, 1, 1},
+                            Geometry{3, 5, 4, 4, 3, 3, 1, 1}}) {
+    INFO("n " << g.n << " c " << g.c << " " << g.h << "x" << g.w << " kernel " << g.kh << "x"
+              << g.kw << " stride " << g.stride << " padding " << g.pad);
+    // Magnitudes far apart, so a sum in another order shows in the bits.
+    const at::Tensor x = at::randn({g.n, g.c, g.h, g.w}, at::kDouble) *
+                         at::exp(3.0 * at::randn({g.n, g.c, g.h, g.w}, at::kDouble));
+    at::set_num_threads(1);
+    const vt::ConvInputNorms one = vt::ConvInputNormsOf(x, g.kh, g.kw, g.stride, g.pad);
+    at::set_num_threads(3);
+    const vt::ConvInputNorms three = vt::ConvInputNormsOf(x, g.kh, g.kw, g.stride, g.pad);
+    // The windows: the window sums of x^2 over the channels, as Im2Col of that one channel
+    // lays them out.
+    const at::Tensor sq = (x * x).sum(1, true);
+    const int64_t oh = (g.h + 2 * g.pad - g.kh) / g.stride + 1;
+    const int64_t ow = (g.w + 2 * g.pad - g.kw) / g.stride + 1;
+    const at::Tensor want =
+        vt::Im2Col(sq, g.kh, g.kw, g.stride, g.pad).sum(0).sqrt().view({g.n, 1, oh, ow});
+    REQUIRE(one.windows.sizes() == want.sizes());
+    CHECK(at::allclose(one.windows, want, 1e-14, 0.0));
+    CHECK(at::equal(one.windows, three.windows));
+    CHECK(at::equal(one.taps, vt::Im2ColRowNorms(x, g.kh, g.kw, g.stride, g.pad)));
+    CHECK(at::equal(one.taps, three.taps));
+    const vt::ConvInputNorms cl = vt::ConvInputNormsOf(x.contiguous(at::MemoryFormat::ChannelsLast),
+                                                       g.kh, g.kw, g.stride, g.pad);
+    CHECK(at::equal(cl.windows, one.windows));
+  }
+  // float32 too, and the window norms of an input of one position per channel.
+  const at::Tensor xf = at::randn({2, 3, 5, 5}, at::kFloat);
+  CHECK(at::allclose(vt::ConvInputNormsOf(xf, 3, 3, 1, 1).taps,
+                     vt::Im2ColRowNorms(xf.to(at::kDouble), 3, 3, 1, 1).to(at::kFloat), 1e-6));
+  const at::Tensor x1 = at::randn({4, 6, 1, 1}, at::kDouble);
+  CHECK(at::allclose(vt::ConvInputNormsOf(x1, 1, 1, 1, 0).windows.view({4}),
+                     at::linalg_vector_norm(x1.view({4, 6}), 2, {1}), 1e-14, 0.0));
+}
+
 TEST_CASE("ConvGroups: groups fit the cache, and every image is visited once, runs in order",
           "[conv]") {
   // 16 channels of 28x28, 3x3: 903 KB of columns per image, one image per group.

@@ -1,0 +1,99 @@
+// Batch norm's fused elementwise passes (runtime/nn/batch_norm.h) against the ATen expressions
+// they replace, bit for bit, on plane sizes that do and do not fill the four-lane sums, on 1
+// and 3 threads; the layouts that fall back to ATen give the same bits; the magnitudes from the
+// backward's pass are BatchNormParamMagnitudes' bits.
+#include "runtime/nn/batch_norm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "tests/precision/helpers.h"
+
+namespace {
+
+at::Tensor Ch(const at::Tensor& t) { return t.view({1, -1, 1, 1}); }
+
+// Values with zeros, signed zeros and magnitudes far apart, where a reordered operation shows.
+at::Tensor Map(at::IntArrayRef shape) {
+  at::Tensor t = at::randn(shape, at::kDouble) * at::exp(4.0 * at::randn(shape, at::kDouble));
+  t.view(-1).slice(0, 0, t.numel(), 7).zero_();
+  if (t.numel() > 3) t.view(-1)[3] = -0.0;
+  return t;
+}
+
+const std::vector<std::vector<int64_t>> kShapes = {
+    {2, 3, 5, 3}, {1, 2, 1, 1}, {4, 3, 7, 9}, {3, 5, 4, 4}, {2, 4, 0, 3}};
+
+}  // namespace
+
+TEST_CASE("batch norm's fused passes are the ATen expressions' bits", "[nn][batch norm]") {
+  vt::precision::testing::ThreadGuard threads;
+  at::manual_seed(21);
+  for (int n_threads : {1, 3}) {
+    at::set_num_threads(n_threads);
+    for (const std::vector<int64_t>& shape : kShapes) {
+      INFO("shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+      const int64_t c = shape[1];
+      const at::Tensor g = Map(shape), xhat = Map(shape), centered = Map(shape);
+      const at::Tensor w = at::randn({c}, at::kDouble), b = at::randn({c}, at::kDouble);
+      const at::Tensor rstd = at::rand({c}, at::kDouble) + 0.5;
+      const at::Tensor mean_g = at::randn({c}, at::kDouble);
+      const at::Tensor mean_gx = at::randn({c}, at::kDouble);
+
+      const vt::nn::BatchNormOutput out = vt::nn::BatchNormOutputOf(centered, rstd, w, b);
+      const at::Tensor want_xhat = centered * Ch(rstd);
+      CHECK(at::equal(out.xhat, want_xhat));
+      CHECK(at::equal(out.y, want_xhat * Ch(w) + Ch(b)));
+
+      for (bool magnitudes : {false, true}) {
+        const vt::nn::BatchNormBackwardTerms t =
+            vt::nn::BatchNormBackwardTermsOf(g, xhat, w, magnitudes);
+        const at::Tensor gxhat = g * Ch(w);
+        CHECK(at::equal(t.gxhat, gxhat));
+        CHECK(at::equal(t.gxx, gxhat * xhat));
+        CHECK(at::equal(t.gy_xhat, g * xhat));
+        CHECK(t.magnitudes.w.defined() == magnitudes);
+        if (magnitudes) {
+          const vt::nn::ParamMagnitudes want = vt::nn::BatchNormParamMagnitudes(g, xhat);
+          CHECK(at::equal(t.magnitudes.w, want.w));
+          CHECK(at::equal(t.magnitudes.b, want.b));
+        }
+      }
+      CHECK(at::equal(vt::nn::BatchNormInputGrad(g, xhat, rstd, mean_g, mean_gx),
+                      Ch(rstd) * (g - Ch(mean_g) - xhat * Ch(mean_gx))));
+    }
+  }
+}
+
+TEST_CASE("batch norm's fused passes fall back to ATen on other layouts", "[nn][batch norm]") {
+  at::manual_seed(22);
+  const at::Tensor g = Map({3, 4, 5, 6}), xhat = Map({3, 4, 5, 6});
+  const at::Tensor w = at::randn({4}, at::kDouble), b = at::randn({4}, at::kDouble);
+  const at::Tensor rstd = at::rand({4}, at::kDouble) + 0.5;
+  const at::Tensor mean_g = at::randn({4}, at::kDouble), mean_gx = at::randn({4}, at::kDouble);
+  const at::Tensor g_cl = g.contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x_cl = xhat.contiguous(at::MemoryFormat::ChannelsLast);
+  // A strided [C] factor (every other value of a longer tensor).
+  const at::Tensor w_strided = at::stack({w, w}, 1).select(1, 0);
+  REQUIRE_FALSE(w_strided.is_contiguous());
+
+  const vt::nn::BatchNormOutput out = vt::nn::BatchNormOutputOf(g_cl, rstd, w_strided, b);
+  CHECK(at::equal(out.xhat, g * Ch(rstd)));
+  CHECK(at::equal(out.y, g * Ch(rstd) * Ch(w) + Ch(b)));
+  const vt::nn::BatchNormBackwardTerms t = vt::nn::BatchNormBackwardTermsOf(g_cl, x_cl, w, true);
+  CHECK(at::equal(t.gxhat, g * Ch(w)));
+  CHECK(at::equal(t.gxx, g * Ch(w) * xhat));
+  CHECK(at::equal(t.gy_xhat, g * xhat));
+  CHECK(at::allclose(t.magnitudes.w, (g * xhat).abs().sum({0, 2, 3}), 1e-14, 0.0));
+  CHECK(at::allclose(t.magnitudes.b, g.abs().sum({0, 2, 3}), 1e-14, 0.0));
+  CHECK(at::equal(vt::nn::BatchNormInputGrad(g_cl, x_cl, rstd, mean_g, mean_gx),
+                  Ch(rstd) * (g - Ch(mean_g) - xhat * Ch(mean_gx))));
+  // float32 maps take ATen too.
+  const at::Tensor gf = g.to(at::kFloat), xf = xhat.to(at::kFloat);
+  const vt::nn::BatchNormBackwardTerms tf =
+      vt::nn::BatchNormBackwardTermsOf(gf, xf, w.to(at::kFloat), false);
+  CHECK(at::equal(tf.gy_xhat, gf * xf));
+}
