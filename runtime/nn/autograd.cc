@@ -31,7 +31,7 @@ struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
     const int32_t call = step->NextCall(name + ":fwd");
     ctx->saved_data["name"] = name;
     ctx->saved_data["call"] = static_cast<int64_t>(call);
-    return step->Apply(name + ":fwd", x, call);
+    return Agreed(step->Apply(name + ":fwd", x, call));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -117,7 +117,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
       const MatrixNorms gn = NormsOf(g, kRowNorms | kColNorms | (has_bias ? kColAbsSums : 0u));
       OfferProductMagnitude(gx, g.size(0), w.size(1), gn.rows,
                             SavedOr(ctx, "w_cols", [&] { return ColNorms(w); }));
-      AddGradMagnitude(w, gn.cols.t() * SavedOr(ctx, "x_cols", [&] { return ColNorms(Rows(x)); }));
+      AddGradOuterMagnitude(w, gn.cols, SavedOr(ctx, "x_cols", [&] { return ColNorms(Rows(x)); }));
       if (has_bias) AddGradMagnitude(saved[2], gn.col_abs);
     }
     return {gx, gw, gb};
@@ -201,7 +201,7 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
       const at::Tensor taps = ctx->saved_data.count("tap_norms") != 0
                                   ? ctx->saved_data["tap_norms"].toTensor()
                                   : vt::Im2ColRowNorms(x, kh, kw, stride, padding);
-      AddGradMagnitude(w, g_rows * taps.t());
+      AddGradOuterMagnitude(w, g_rows, taps);
       if (has_bias) AddGradMagnitude(saved[2], gn.row_abs.sum(0));
     }
     return {gx, gw, gb, at::Tensor(), at::Tensor()};

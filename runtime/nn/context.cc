@@ -151,6 +151,11 @@ void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor
   if (!magnitudes_wanted_ || !magnitude.defined()) return;
   GradMagnitude& m = grad_magnitudes_[parameter.unsafeGetTensorImpl()];
   const at::Tensor add = magnitude.to(at::kDouble).reshape(parameter.sizes());
+  if (m.computed.defined()) {  // a second contribution: the first is written out
+    m.sum = m.computed.Materialize(add);
+    m.owned = true;
+    m.computed = precision::Magnitude();
+  }
   if (!m.sum.defined()) {
     m.sum = add;  // the same bits as a copy, without the pass
   } else if (!m.owned) {
@@ -161,12 +166,37 @@ void StepContext::AddGradMagnitude(const at::Tensor& parameter, const at::Tensor
   }
 }
 
-at::Tensor StepContext::TakeGradMagnitude(const at::Tensor& parameter) {
+void StepContext::AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitude) {
+  if (!magnitudes_wanted_ || !magnitude.defined()) return;
+  if (!magnitude.computed()) {
+    AddGradMagnitude(parameter, magnitude.values());
+    return;
+  }
+  if (magnitude.numel() != parameter.numel()) {
+    throw Error("a gradient magnitude covers " + std::to_string(magnitude.numel()) +
+                " elements, the parameter has " + std::to_string(parameter.numel()));
+  }
   auto it = grad_magnitudes_.find(parameter.unsafeGetTensorImpl());
-  if (it == grad_magnitudes_.end()) return at::Tensor();
-  at::Tensor m = std::move(it->second.sum);
+  if (it == grad_magnitudes_.end()) {
+    grad_magnitudes_[parameter.unsafeGetTensorImpl()].computed = std::move(magnitude);
+    return;
+  }
+  AddGradMagnitude(parameter, magnitude.Materialize(parameter));
+}
+
+precision::Magnitude StepContext::TakeGradMagnitudeAsIs(const at::Tensor& parameter) {
+  auto it = grad_magnitudes_.find(parameter.unsafeGetTensorImpl());
+  if (it == grad_magnitudes_.end()) return precision::Magnitude();
+  precision::Magnitude m = it->second.computed.defined() ? std::move(it->second.computed)
+                                                         : precision::Magnitude(it->second.sum);
   grad_magnitudes_.erase(it);
   return m;
+}
+
+at::Tensor StepContext::TakeGradMagnitude(const at::Tensor& parameter) {
+  const precision::Magnitude m = TakeGradMagnitudeAsIs(parameter);
+  if (!m.defined()) return at::Tensor();
+  return m.computed() ? m.Materialize(parameter) : m.values();
 }
 
 at::ScalarType StepContext::dtype() const {
@@ -189,6 +219,16 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
 void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
                                const at::Tensor& magnitude) {
   *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude);
+}
+
+void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
+                               const precision::Magnitude& magnitude) {
+  if (!magnitude.computed()) {
+    ApplyInPlace(boundary, x, magnitude.values());
+    return;
+  }
+  if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return;
+  *x = RoundedNamed(prefix_ + boundary, *x, -1, /*owned=*/true, magnitude);
 }
 
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
@@ -595,6 +635,11 @@ void OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude)
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude) {
   StepContext* c = StepContext::Current();
   if (c != nullptr) c->AddGradMagnitude(parameter, magnitude);
+}
+
+void AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitude) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->AddGradMagnitude(parameter, std::move(magnitude));
 }
 
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x) {

@@ -194,6 +194,8 @@ class StepContext {
   // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
   // float64 tensor. Results are the same as Apply's.
   void ApplyInPlace(const std::string& boundary, at::Tensor* x, const at::Tensor& magnitude = {});
+  void ApplyInPlace(const std::string& boundary, at::Tensor* x,
+                    const precision::Magnitude& magnitude);
 
   // Per-element magnitudes (ROUNDING.md "The window"). An op whose output (or input
   // gradient) goes to a boundary computes, when magnitudes_wanted(), a bound m of the size of
@@ -216,11 +218,15 @@ class StepContext {
   // As OfferedFor, a computed magnitude left as it is.
   precision::Magnitude OfferedMagnitudeFor(const at::Tensor& x) const;
   // The first contribution is kept as given, not copied (callers hand over a tensor they no
-  // longer change); a second starts a sum of the context's own, which later ones add to.
+  // longer change; a computed one, such as a product's outer product of its factors, stays
+  // unwritten); a second starts a sum of the context's own, which later ones add to.
   void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
+  void AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitude);
   // The accumulated magnitude of `parameter`'s gradient (undefined when no op added one);
-  // it is removed from the context.
+  // it is removed from the context. TakeGradMagnitude writes a computed one out;
+  // TakeGradMagnitudeAsIs leaves it computed (for a boundary's kernels to compute).
   at::Tensor TakeGradMagnitude(const at::Tensor& parameter);
+  precision::Magnitude TakeGradMagnitudeAsIs(const at::Tensor& parameter);
 
   // The next call number `boundary` would get (and reserves it).
   int32_t NextCall(const std::string& boundary);
@@ -329,7 +335,8 @@ class StepContext {
   std::map<const void*, Offer> offers_;
   struct GradMagnitude {
     at::Tensor sum;
-    bool owned = false;  // `sum` is the context's own (it may be added to in place)
+    bool owned = false;             // `sum` is the context's own (it may be added to in place)
+    precision::Magnitude computed;  // the only contribution so far, when a computed one
   };
   std::map<const c10::TensorImpl*, GradMagnitude> grad_magnitudes_;
 
@@ -370,5 +377,6 @@ bool MagnitudesWanted();
 void OfferMagnitude(const at::Tensor& x, const at::Tensor& magnitude);
 void OfferComputedMagnitude(const at::Tensor& x, precision::Magnitude magnitude);
 void AddGradMagnitude(const at::Tensor& parameter, const at::Tensor& magnitude);
+void AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitude);
 
 }  // namespace vt::nn

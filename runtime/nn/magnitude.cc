@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "runtime/common/error.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/planes.h"
 #include "runtime/tensor/layout.h"
@@ -405,6 +406,13 @@ at::Tensor ZeroMagnitude() { return at::zeros({}, at::kDouble); }
 
 bool IsZeroMagnitude(const at::Tensor& m) { return m.defined() && m.dim() == 0; }
 
+bool IsAgreed(const at::Tensor& x) {
+  StepContext* step = StepContext::Current();
+  if (step == nullptr || !step->magnitudes_wanted() || !x.defined()) return false;
+  const precision::Magnitude m = step->OfferedMagnitudeFor(x);
+  return m.defined() && !m.computed() && IsZeroMagnitude(m.values());
+}
+
 at::Tensor IncomingMagnitude(const at::Tensor& g) {
   StepContext* step = StepContext::Current();
   at::Tensor m = step != nullptr ? step->OfferedFor(g) : at::Tensor();
@@ -457,6 +465,31 @@ void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, cons
   at::Tensor m = row * col;
   if (add.defined()) m.add_(add);
   step->OfferMagnitude(y, m.reshape(y.sizes()));
+}
+
+void AddGradOuterMagnitude(const at::Tensor& parameter, const at::Tensor& row_in,
+                           const at::Tensor& col_in) {
+  if (!MagnitudesWanted()) return;
+  at::NoGradGuard no_grad;
+  const at::Tensor row = row_in.detach(), col = col_in.detach();
+  const int64_t rows = row.numel(), cols = col.numel();
+  if (rows * cols != parameter.numel()) {
+    throw Error("a gradient magnitude's factors (" + std::to_string(rows) + " x " +
+                std::to_string(cols) + " = " + std::to_string(rows * cols) +
+                " values) do not cover the parameter's " + std::to_string(parameter.numel()) +
+                " elements");
+  }
+  if (rows > 0 && cols > 0 && precision::FlatDoubles(row, rows) &&
+      precision::FlatDoubles(col, cols)) {
+    precision::OuterMagnitude o;
+    o.row = row;
+    o.col = col;
+    o.rows = rows;
+    o.cols = cols;
+    AddGradMagnitude(parameter, precision::Magnitude(std::move(o)));
+    return;
+  }
+  AddGradMagnitude(parameter, row.reshape({-1, 1}) * col.reshape({1, -1}));
 }
 
 void OfferAbsMagnitude(const at::Tensor& y, const at::Tensor& a, const at::Tensor& mul) {

@@ -50,6 +50,14 @@ void OfferProductMagnitude(const at::Tensor& y, int64_t rows, int64_t cols, cons
                            const at::Tensor& col, const at::Tensor& add = {},
                            bool add_per_row = false);
 
+// Adds to `parameter`'s gradient magnitude the outer product row_i * col_j of its flat
+// factors (row.numel() * col.numel() == parameter.numel(), the parameter's elements in
+// row-major order): a product's weight gradient, ||g_:,o|| ||x_:,i||. Kept computed
+// (precision::OuterMagnitude, the same bits as the product of the factors, never written out)
+// unless another op adds to it. Factors of another element count: vt::Error.
+void AddGradOuterMagnitude(const at::Tensor& parameter, const at::Tensor& row,
+                           const at::Tensor& col);
+
 // Offers y the magnitude |a| (times `mul` when given), elementwise in y's order: computed by
 // the boundary's kernels when y, a and mul are contiguous float64 of y's element count (the
 // same bits as a.abs() * mul), else that expression.
@@ -104,6 +112,9 @@ at::Tensor RowAbsSum3(const at::Tensor& r, const at::Tensor& a, const at::Tensor
 // absolute term is 0 for them.
 at::Tensor ZeroMagnitude();
 bool IsZeroMagnitude(const at::Tensor& m);
+// Whether x was offered the zero magnitude in the current step (a value every party computes
+// alike: a boundary's rounded output, and what ops that keep that property make of it).
+bool IsAgreed(const at::Tensor& x);
 
 // The magnitude of the terms in an op's incoming gradient g: the one offered for g, else |g|
 // (a value no op gave a magnitude is its own, ROUNDING.md "Magnitudes"). May be

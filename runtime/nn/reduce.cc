@@ -184,8 +184,17 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     ctx->saved_data["count"] = count;
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
     ctx->mark_non_differentiable({mean, var});
-    // |xhat w_c| + |b_c|, the output's two terms.
-    if (MagnitudesWanted()) OfferAbsPlusChannel(out.y, out.xhat, b, w);
+    // From an input every party holds alike (a boundary's output), with the statistics rounded
+    // and the parameters the run's own, the output is IEEE subtractions, products and sums of
+    // equal values: the same bits everywhere (ROUNDING.md "Magnitudes"). Otherwise
+    // |xhat w_c| + |b_c|, its two terms.
+    const bool agreed = IsAgreed(x);
+    ctx->saved_data["agreed"] = agreed;
+    if (agreed) {
+      OfferMagnitude(out.y, ZeroMagnitude());
+    } else if (MagnitudesWanted()) {
+      OfferAbsPlusChannel(out.y, out.xhat, b, w);
+    }
     return {out.y, mean, var};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -208,7 +217,13 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     const at::Tensor& gy_xhat = terms.gy_xhat;
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
-      OfferComputedMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));
+      // Alike everywhere when the forward's input and g are (the statistics are rounded):
+      // elementwise IEEE arithmetic of equal values, as the output's.
+      if (ctx->saved_data["agreed"].toBool() && IsAgreed(g)) {
+        OfferMagnitude(gx, ZeroMagnitude());
+      } else {
+        OfferComputedMagnitude(gx, BatchNormInputGradMagnitude(g, xhat, w, rstd, mean_g, mean_gx));
+      }
       AddGradMagnitude(w, m.w);
       AddGradMagnitude(saved[3], m.b);
     }

@@ -471,6 +471,10 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
     ActiveDispatch().table->round_m[log][in_place](p, x, out, states, n, tally, magnitude);
     return;
   }
+  if (!log && p.band == 0.0 && p.alpha_scale == 0.0 && ActiveDispatch().isa == KernelIsa::kAvx512) {
+    avx512::RoundZeroWindow(p, x, out, n, tally);  // an exact boundary: rounding only
+    return;
+  }
   ActiveDispatch().table->round[log][in_place](p, x, out, states, n, tally);
 }
 

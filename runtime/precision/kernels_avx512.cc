@@ -622,7 +622,40 @@ VT_AVX512 inline bool ReplayNoneZeroBits8(const BitsWindow& b, const double* x, 
   return true;
 }
 
+// 8 lanes of RoundZeroWindow on the integer path: false, writing nothing, when that does not
+// apply. The zero window logs nothing and leaves nothing to steer, so only the rounding and its
+// range check remain.
+VT_AVX512 inline bool RoundZeroBits8(const BitsWindow& b, const double* x, double* out,
+                                     __mmask8 valid, __m512i* max_r) {
+  BitLanes l;
+  if (!b.usable || !BitLanesOf8(b, x, valid, &l)) return false;
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+  return true;
+}
+
 }  // namespace
+
+VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, double* out, int64_t n,
+                               RoundTally* tally) {
+  const KernelParams p = params;  // a local copy: the output stores cannot alias it
+  __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
+  int64_t steerable = 0;  // stays 0: nothing is steerable under the zero window
+  const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
+  auto round8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
+    if (RoundZeroBits8(bits, x + i, out + i, valid, &max_r)) return;
+    RoundLog8<Shape::kAbsolute, Mag::kScale>(p, x + i, nullptr, out + i, valid, &max_r, &steerable,
+                                             &bad_m);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) round8(i, 0xff);
+  if (i < n) round8(i, TailMask(n - i));
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->steerable += steerable;
+  tally->out_of_range |= bad != 0;
+}
 
 VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,
                         int64_t n, RoundTally* tally) {

@@ -28,6 +28,11 @@ void Replay(const KernelParams& p, const double* x, const uint8_t* states, doubl
 void ReplayNoneZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
                           ReplayTally* tally);
 
+// RoundSpan without states under the zero window (band 0, alpha_scale 0, no magnitudes): the
+// rounding to nearest, ties to even, and its range check (kernels.h RoundZeroWindowSpan).
+void RoundZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
+                     RoundTally* tally);
+
 // The same with per-element absolute terms: fl(alpha * magnitude[i]), or fl(alpha * |x[i]|)
 // when `magnitude` is null (kernels.h KernelParams::own_magnitude); bad magnitudes set
 // tally->bad_magnitude.

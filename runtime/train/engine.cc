@@ -82,8 +82,12 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     for (const auto& [name, t] : buffers) start.push_back(t->clone());
   }
   std::vector<at::Tensor> sums(params.size());
-  // The gradients' per-element magnitudes (nn/magnitude.h), summed like the gradients.
+  // The gradients' per-element magnitudes (nn/magnitude.h), summed like the gradients. One
+  // shard's stay as the ops gave them (a computed one is never written out); a sum over
+  // shards or processes is written out.
+  const bool one_part = k == 1 && plan.group == nullptr;
   std::vector<at::Tensor> magnitudes(params.size());
+  std::vector<precision::Magnitude> as_given(params.size());
   std::vector<double> losses(static_cast<size_t>(k), 0.0);
   for (int64_t s = plan.first; s < plan.first + plan.count; ++s) {
     if (s != plan.first) {
@@ -103,8 +107,12 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     // the sum), as the examples of one batch are summed inside the backward pass: the sum is
     // rounded once, at ":grad", and that boundary absorbs every order of it.
     for (size_t i = 0; i < params.size(); ++i) {
-      at::Tensor m = context.TakeGradMagnitude(*params[i].second);
-      if (m.defined()) magnitudes[i] = magnitudes[i].defined() ? magnitudes[i].add_(m) : m;
+      if (one_part) {
+        as_given[i] = context.TakeGradMagnitudeAsIs(*params[i].second);
+      } else {
+        at::Tensor m = context.TakeGradMagnitude(*params[i].second);
+        if (m.defined()) magnitudes[i] = magnitudes[i].defined() ? magnitudes[i].add_(m) : m;
+      }
       at::Tensor& grad = params[i].second->mutable_grad();
       if (!grad.defined()) continue;
       sums[i] = sums[i].defined() ? sums[i].add_(grad) : grad;
@@ -146,9 +154,13 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
   for (size_t i = 0; i < params.size(); ++i) {
     if (!sums[i].defined()) continue;
     at::Tensor grad = k > 1 ? sums[i].div(static_cast<double>(k)) : sums[i];
-    at::Tensor m = magnitudes[i];
-    if (m.defined() && k > 1) m = m.div(static_cast<double>(k));
-    context.ApplyInPlace(params[i].first + ":grad", &grad, m);
+    if (one_part) {
+      context.ApplyInPlace(params[i].first + ":grad", &grad, as_given[i]);
+    } else {
+      at::Tensor m = magnitudes[i];
+      if (m.defined() && k > 1) m = m.div(static_cast<double>(k));
+      context.ApplyInPlace(params[i].first + ":grad", &grad, m);
+    }
     params[i].second->mutable_grad() = grad;
   }
   double loss_sum = 0.0;

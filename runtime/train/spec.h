@@ -37,11 +37,12 @@
 
 namespace vt::train {
 
-// "4": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
+// "5": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
 // convolution's weight-gradient magnitude over the whole batch, version 4 computes GELU with
-// vtrun's own tanh). A run made under an earlier version replays only with the vtrun that
-// made it.
-constexpr const char* kSpecVersion = "4";
+// vtrun's own tanh, version 5 gives batch norm's output and input gradient the zero window
+// where its inputs are values every party holds alike). A run made under an earlier version
+// replays only with the vtrun that made it.
+constexpr const char* kSpecVersion = "5";
 
 // The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating
 // a spec builds its model, and a spec is untrusted input (a trainer discloses it to every

@@ -6,10 +6,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "runtime/nn/autograd.h"
+#include "runtime/nn/context.h"
+#include "runtime/nn/reduce.h"
 #include "tests/precision/helpers.h"
 
 namespace {
@@ -96,4 +100,56 @@ TEST_CASE("batch norm's fused passes fall back to ATen on other layouts", "[nn][
   const vt::nn::BatchNormBackwardTerms tf =
       vt::nn::BatchNormBackwardTermsOf(gf, xf, w.to(at::kFloat), false);
   CHECK(at::equal(tf.gy_xhat, gf * xf));
+}
+
+namespace {
+
+vt::nn::WindowTable CalibratedLike() {
+  vt::nn::WindowTable windows;
+  for (vt::nn::Window& w : windows.by_kind) w = {0.0, 0x1p-40};
+  return windows;
+}
+
+}  // namespace
+
+TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, nothing logged",
+          "[nn][batch norm]") {
+  at::manual_seed(23);
+  const vt::nn::WindowTable windows = CalibratedLike();
+  for (bool from_boundary : {true, false}) {
+    INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
+    vt::nn::StepLog log;
+    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
+    vt::nn::StepContext::Scope scope(&c);
+    at::Tensor x0 = at::randn({4, 3, 5, 5}, at::kDouble).set_requires_grad(true);
+    // A boundary's output is offered the zero magnitude; x0 * 1.5 is not (an op of ours that
+    // offers nothing: its value is its own magnitude).
+    at::Tensor x = from_boundary ? vt::nn::Boundary(x0, "conv") : x0 * 1.5;
+    const at::Tensor w = at::rand({3}, at::kDouble).add_(0.5).set_requires_grad(true);
+    const at::Tensor b = at::randn({3}, at::kDouble).set_requires_grad(true);
+    const vt::nn::BatchNormResult bn = vt::nn::BatchNormTrainOp(x, w, b, 1e-5, "bn");
+    CHECK(vt::nn::IsAgreed(bn.y) == from_boundary);
+    const at::Tensor y = vt::nn::Boundary(bn.y, "bn");
+    // The output's boundary: an exact one (no entry at all) from a boundary's input; otherwise
+    // a window that logs the values near a midpoint.
+    const vt::precision::LogRecord& fwd = log.at({"bn:fwd", 0});
+    if (from_boundary) {
+      CHECK(fwd.counts().logged() == 0);
+      CHECK(fwd.counts().none == y.numel());
+    }
+    // Backward from a gradient every party holds alike (the next boundary's): the input
+    // gradient is alike too when the input was.
+    at::Tensor gx;
+    {
+      // Capture gx where the conv boundary's backward receives it.
+      const at::Tensor gy = at::randn(y.sizes(), at::kDouble);
+      auto grads = torch::autograd::grad({y}, {x}, {gy}, /*retain_graph=*/true);
+      gx = grads[0];
+    }
+    CHECK(vt::nn::IsAgreed(gx) == from_boundary);
+    if (!from_boundary) {
+      const vt::precision::Magnitude m = c.OfferedMagnitudeFor(gx);
+      CHECK((m.defined() && m.computed()));
+    }
+  }
 }

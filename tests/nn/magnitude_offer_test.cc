@@ -111,3 +111,60 @@ TEST_CASE("a boundary rounds with an offered factored magnitude as with the writ
   CHECK(a.counts().logged() > 0);
   CHECK(std::memcmp(a.states(), b.states(), static_cast<size_t>(a.size())) == 0);
 }
+
+TEST_CASE("a weight gradient's outer-product magnitude stays factored until a second one adds",
+          "[nn][magnitude]") {
+  at::manual_seed(43);
+  const vt::nn::WindowTable windows = CalibratedLike();
+  vt::nn::StepLog log;
+  StepContext c(Mode::kLog, &windows, 1, &log);
+  StepContext::Scope scope(&c);
+  const at::Tensor w = at::zeros({12, 5, 3, 3}, at::kDouble);
+  const at::Tensor row = Positive({12, 1}), col = Positive({45, 1});
+  const at::Tensor outer = row.reshape({-1, 1}) * col.reshape({1, -1});
+
+  // One contribution: computed, and its bits are the product's.
+  vt::nn::AddGradOuterMagnitude(w, row, col);
+  const vt::precision::Magnitude one = c.TakeGradMagnitudeAsIs(w);
+  REQUIRE(one.defined());
+  CHECK(one.computed());
+  CHECK(SameBits(one.Materialize(w), outer));
+  CHECK_FALSE(c.TakeGradMagnitudeAsIs(w).defined());  // taken
+
+  // A second contribution (a tied weight) makes a written-out sum, in either order.
+  const at::Tensor other = Positive({12, 5, 3, 3});
+  vt::nn::AddGradOuterMagnitude(w, row, col);
+  vt::nn::AddGradMagnitude(w, other);
+  CHECK(SameBits(c.TakeGradMagnitude(w), outer.reshape(w.sizes()) + other));
+  vt::nn::AddGradMagnitude(w, other);
+  vt::nn::AddGradOuterMagnitude(w, row, col);
+  CHECK(SameBits(c.TakeGradMagnitude(w), other + outer.reshape(w.sizes())));
+  vt::nn::AddGradOuterMagnitude(w, row, col);
+  vt::nn::AddGradOuterMagnitude(w, row, col);
+  CHECK(SameBits(c.TakeGradMagnitude(w), outer + outer));
+
+  // Factors that do not cover the parameter are refused; ones that are not flat float64 are
+  // multiplied out.
+  CHECK_THROWS_WITH(vt::nn::AddGradOuterMagnitude(w, row, Positive({44, 1})),
+                    Catch::Contains("540") && Catch::Contains("528"));
+  vt::nn::AddGradOuterMagnitude(w, at::stack({row.view(-1), row.view(-1)}, 1).select(1, 0), col);
+  CHECK_FALSE(c.OfferedMagnitudeFor(w).defined());
+  const vt::precision::Magnitude strided = c.TakeGradMagnitudeAsIs(w);
+  CHECK_FALSE(strided.computed());
+  CHECK(SameBits(strided.values(), outer.reshape(w.sizes())));
+
+  // The ":grad" boundary rounds and logs with the computed one as with the written-out one.
+  at::Tensor g = at::randn({12, 5, 3, 3}, at::kDouble) * outer.reshape(w.sizes());
+  g.view({-1}).narrow(0, 0, 100).mul_(0x1p-26);  // cancelled values: wide windows
+  at::Tensor g1 = g.clone(), g2 = g.clone();
+  c.ApplyInPlace(
+      "w:grad", &g1,
+      vt::precision::Magnitude(vt::precision::OuterMagnitude{row, col, {}, false, 1.0, 1, 12, 45}));
+  c.ApplyInPlace("v:grad", &g2, outer.reshape(w.sizes()).contiguous());
+  CHECK(SameBits(g1, g2));
+  const auto& a = log.at({"w:grad", 0});
+  const auto& b = log.at({"v:grad", 0});
+  CHECK(a.counts().logged() == b.counts().logged());
+  CHECK(a.counts().logged() > 0);
+  CHECK(std::memcmp(a.states(), b.states(), static_cast<size_t>(a.size())) == 0);
+}

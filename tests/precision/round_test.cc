@@ -670,6 +670,18 @@ TEST_CASE("replay: an exact boundary's record (zero window, all NONE) replays as
         CHECK((n == 0 || std::memcmp(io.data(), general.data(), io.size() * 8) == 0));
         CHECK(ti.near_misses == tg.near_misses);
         ties_seen += tg.near_misses;
+        // The trainer's side of an exact boundary: rounding without a log (RoundZeroWindow on
+        // AVX-512) gives the same values, nothing steerable, out of place and in place.
+        std::vector<double> rounded(static_cast<size_t>(n));
+        vt::precision::RoundTally tr;
+        vt::precision::RoundSpan(p, xs.data(), rounded.data(), nullptr, n, &tr);
+        CHECK_FALSE(tr.out_of_range);
+        CHECK((n == 0 || std::memcmp(rounded.data(), general.data(), rounded.size() * 8) == 0));
+        CHECK(tr.steerable == 0);
+        std::vector<double> rio = xs;
+        vt::precision::RoundTally tri;
+        vt::precision::RoundSpan(p, rio.data(), rio.data(), nullptr, n, &tri);
+        CHECK((n == 0 || std::memcmp(rio.data(), general.data(), rio.size() * 8) == 0));
       }
       // Through Replay: the record of an exact boundary takes this path; its report is the same.
       if (n > 0 && n % 9 != 0) {
@@ -734,6 +746,8 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         std::vector<uint8_t> states;
         vt::precision::RoundTally round;
         vt::precision::ReplayTally replay;
+        std::vector<double> unlogged;  // RoundSpan without states
+        vt::precision::RoundTally unlogged_round;
       };
       std::vector<Result> results;
       for (KernelIsa isa : vt::precision::SupportedKernelIsas()) {
@@ -744,6 +758,8 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         r.states.resize(static_cast<size_t>(n));
         vt::precision::RoundSpan(p, xs.data(), r.rounded.data(), r.states.data(), n, &r.round);
         vt::precision::ReplaySpan(p, xs.data(), given.data(), r.replayed.data(), n, &r.replay);
+        r.unlogged.resize(static_cast<size_t>(n));
+        vt::precision::RoundSpan(p, xs.data(), r.unlogged.data(), nullptr, n, &r.unlogged_round);
         results.push_back(std::move(r));
       }
       for (size_t v = 1; v < results.size(); ++v) {
@@ -770,6 +786,10 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         CHECK(a.replay.illegitimate == b.replay.illegitimate);
         CHECK(a.replay.near_misses == b.replay.near_misses);
         CHECK(a.replay.steerable == b.replay.steerable);
+        REQUIRE(a.unlogged_round.out_of_range == b.unlogged_round.out_of_range);
+        CHECK(same_bits(a.unlogged, b.unlogged));
+        CHECK(same_bits(a.unlogged, a.rounded));
+        CHECK(a.unlogged_round.steerable == b.unlogged_round.steerable);
       }
     }
   }
