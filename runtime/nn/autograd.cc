@@ -244,15 +244,24 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
 };
 
 // GELU (tanh form) with vtrun's own kernels (gelu.h): the forward keeps t = tanh(k (x + c
-// x^3)) for the backward. Its derivative 0.5 + 0.5 t + 0.5 x (1 - t^2) k (1 + 3 c x^2)
-// cancels near x = -0.75 and, in 1 + t, for x << 0; tanh differs between machines (a GPU's is
-// not ours). The input gradient's magnitude is |g| times the sum of the three terms' sizes,
-// gelu'(|x|) (t is odd in x), computed in the backward's pass.
+// x^3)) for the backward. vtrun's tanh is IEEE operations only (the same bits on every CPU and
+// vector width), so GELU of a value every party holds alike is alike too (zero magnitude), and
+// so is its input gradient from a gradient held alike. Otherwise (an input that is not a
+// boundary's output): the derivative 0.5 + 0.5 t + 0.5 x (1 - t^2) k (1 + 3 c x^2) cancels
+// near x = -0.75 and, in 1 + t, for x << 0, and the input gradient's magnitude is |g| times the
+// sum of the three terms' sizes, gelu'(|x|) (t is odd in x), computed in the backward's pass.
 struct GeluFn : public torch::autograd::Function<GeluFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
     GeluForwardResult r = GeluTanhForward(x);
+    // (Only where vtrun's kernel ran: ATen's, for other dtypes, uses SLEEF's tanh.)
+    const bool agreed = r.t.defined() && IsAgreed(x);
+    ctx->saved_data["agreed"] = agreed;
     // |gelu(x)| <= |x|, and x (1 + t) / 2 is relative to |x| where t nears -1.
-    if (MagnitudesWanted()) OfferAbsMagnitude(r.y, x);
+    if (agreed) {
+      OfferMagnitude(r.y, ZeroMagnitude());
+    } else if (MagnitudesWanted()) {
+      OfferAbsMagnitude(r.y, x);
+    }
     // A placeholder where ATen computed the forward (not CPU float64): its backward then.
     ctx->save_for_backward({x, r.t.defined() ? r.t : at::empty({0}, x.options())});
     return r.y;
@@ -264,6 +273,11 @@ struct GeluFn : public torch::autograd::Function<GeluFn> {
     const at::Tensor& g = grads[0];
     const at::Tensor tanh_inner = t.numel() == x.numel() ? t : at::Tensor();
     if (!MagnitudesWanted()) return {GeluTanhBackward(g, x, tanh_inner)};
+    if (ctx->saved_data["agreed"].toBool() && IsAgreed(g)) {
+      at::Tensor gx = GeluTanhBackward(g, x, tanh_inner);
+      OfferMagnitude(gx, ZeroMagnitude());
+      return {gx};
+    }
     at::Tensor terms;
     at::Tensor gx = GeluTanhBackward(g, x, tanh_inner, &terms);
     at::NoGradGuard no_grad;

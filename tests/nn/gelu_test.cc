@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -15,6 +16,9 @@
 #include <limits>
 #include <vector>
 
+#include "runtime/nn/autograd.h"
+#include "runtime/nn/context.h"
+#include "runtime/nn/magnitude.h"
 #include "tests/precision/helpers.h"
 
 namespace {
@@ -161,4 +165,28 @@ TEST_CASE("GELU takes any layout with the same bits, and float32 or no t through
   // A wrong-sized t is not read: ATen's backward.
   CHECK(at::equal(vt::nn::GeluTanhBackward(g, x.contiguous(), at::zeros({3}, at::kDouble)),
                   at::gelu_backward(g, x.contiguous(), "tanh")));
+}
+
+TEST_CASE("GELU of a boundary's output is alike everywhere: zero window, nothing logged",
+          "[nn][gelu]") {
+  at::manual_seed(31);
+  vt::nn::WindowTable windows;
+  for (vt::nn::Window& w : windows.by_kind) w = {0.0, 0x1p-40};
+  for (bool from_boundary : {true, false}) {
+    INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
+    vt::nn::StepLog log;
+    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
+    vt::nn::StepContext::Scope scope(&c);
+    at::Tensor x0 = at::randn({64, 48}, at::kDouble).set_requires_grad(true);
+    // A boundary's output is offered the zero magnitude; x0 * 1.5 is not.
+    at::Tensor x = from_boundary ? vt::nn::Boundary(x0, "fc") : x0 * 1.5;
+    const at::Tensor y0 = vt::nn::GeluOp(x);
+    CHECK(vt::nn::IsAgreed(y0) == from_boundary);
+    const at::Tensor y = vt::nn::Boundary(y0, "gelu");
+    const vt::precision::LogRecord& fwd = log.at({"gelu:fwd", 0});
+    if (from_boundary) CHECK(fwd.counts().none == y.numel());
+    if (!from_boundary) CHECK(fwd.counts().logged() > 0);
+    auto grads = torch::autograd::grad({y}, {x}, {at::randn(y.sizes(), at::kDouble)});
+    CHECK(vt::nn::IsAgreed(grads[0]) == from_boundary);
+  }
 }
