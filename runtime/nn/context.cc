@@ -317,9 +317,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       const RecordKey key{boundary, call};
       if (sink_ != nullptr) sink_->WillWrite(key);
       precision::LogRecord& record = (*log_)[key];
-      // An exact boundary (calibrated: no divergence between machines) rounds to nearest,
-      // ties to even, and logs nothing, so ties are not steerable either.
-      const bool exact_boundary = w.band == 0.0 && w.alpha == 0.0;
+      // An exact boundary (calibrated: no divergence between machines; or a value every party
+      // computes alike under a window without a band) rounds to nearest, ties to even, and
+      // logs nothing, so ties are not steerable either.
+      const bool exact_boundary = options.band == 0.0 && options.alpha == 0.0;
       at::Tensor rounded = round(exact_boundary ? nullptr : &record, tampers ? nullptr : &crc);
       if (exact_boundary) record.ResetToNone(input.numel());
       // A tampering trainer ignores that rule too (its entries there are illegitimate).

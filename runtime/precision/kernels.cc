@@ -487,6 +487,37 @@ void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, d
   ActiveDispatch().table->replay[x == out](p, x, states, out, n, tally);
 }
 
+namespace {
+
+// The span's magnitudes into a buffer on the stack, for the paths that read them all.
+constexpr int64_t kBoundedSpanMax = 2048;
+
+}  // namespace
+
+void RoundLogBoundedSpan(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                         int64_t n, RoundTally* tally, double bound, const MagnitudeFiller& f) {
+  if (p.band == 0.0 && ActiveDispatch().isa == KernelIsa::kAvx512) {
+    avx512::RoundLogBounded(p, x, out, states, n, tally, bound, f);
+    return;
+  }
+  if (n > kBoundedSpanMax) throw Error("RoundLogBoundedSpan: a span of at most 2048 values");
+  alignas(64) double m[kBoundedSpanMax];
+  f.fill(f.ctx, f.offset, n, m);
+  RoundSpan(p, x, out, states, n, tally, m);
+}
+
+void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                       int64_t n, ReplayTally* tally, double bound, const MagnitudeFiller& f) {
+  if (p.band == 0.0 && ActiveDispatch().isa == KernelIsa::kAvx512) {
+    avx512::ReplayBounded(p, x, states, out, n, tally, bound, f);
+    return;
+  }
+  if (n > kBoundedSpanMax) throw Error("ReplayBoundedSpan: a span of at most 2048 values");
+  alignas(64) double m[kBoundedSpanMax];
+  f.fill(f.ctx, f.offset, n, m);
+  ReplaySpan(p, x, states, out, n, tally, m);
+}
+
 void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint8_t* states,
                               double* out, int64_t n, ReplayTally* tally) {
   if (ActiveDispatch().isa == KernelIsa::kAvx512) {

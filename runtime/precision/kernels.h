@@ -83,6 +83,25 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                 int64_t n, ReplayTally* tally, const double* magnitude = nullptr);
 
+// Per-element magnitudes given by a source that computes them on request, with `bound` >= every
+// one of them over the span (precision/magnitude_source.h OuterBound): fill(ctx, offset + i,
+// count, out) writes the magnitudes of elements [i, i + count) of the span.
+struct MagnitudeFiller {
+  void (*fill)(const void* ctx, int64_t begin, int64_t count, double* out);
+  const void* ctx;
+  int64_t offset;
+};
+
+// RoundSpan with states and ReplaySpan, with those magnitudes: the same results, states and
+// counts as with the magnitudes written out. Under the absolute window (p.band 0) on AVX-512,
+// a group of 8 values that the window fl(alpha * bound) leaves far from every entry (NONE, not
+// steerable, no near miss, all states NONE in a replay) is rounded without them; the others
+// fill their 8 magnitudes. Otherwise the span's magnitudes are filled (n <= 2048).
+void RoundLogBoundedSpan(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                         int64_t n, RoundTally* tally, double bound, const MagnitudeFiller& f);
+void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                       int64_t n, ReplayTally* tally, double bound, const MagnitudeFiller& f);
+
 // ReplaySpan for a record without entries (every states[i] NONE) under the zero window
 // (p.band 0, p.alpha_scale 0, no magnitudes: an exact boundary's): the same results and
 // counts (only near_misses, the exact ties, can be nonzero). The AVX-512 variant reads no

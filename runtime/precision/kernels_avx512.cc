@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "runtime/precision/window.h"
@@ -634,7 +636,124 @@ VT_AVX512 inline bool RoundZeroBits8(const BitsWindow& b, const double* x, doubl
   return true;
 }
 
+// The bounded kernels' test for 8 lanes (kernels.h RoundLogBoundedSpan): true when, under
+// the absolute window with every lane's w_i <= w_max, the lanes take the integer path (all
+// normal or zero, every nonzero lane narrow: w_max <= g/16), no off-grid lane lies within
+// 2 w_max of its midpoint, and no zero is steerable (w_max <= g0/4). Then, for every such
+// w_i, RoundLogBits8 logs nothing and counts nothing steerable, and ReplayBits8 on NONE states
+// counts no near miss and nothing steerable: both write rnd_b(x) (`l` is filled for that).
+VT_AVX512 inline bool FarFromWindow8(const BitsWindow& b, const double* x, __mmask8 valid,
+                                     __m512d w_max, __m512d w2_max, bool zeros_ok, BitLanes* l) {
+  if (!BitLanesOf8(b, x, valid, l)) return false;
+  const __m512i exponent = _mm512_and_si512(l->u, _mm512_set1_epi64(0x7ff0000000000000ll));
+  const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
+  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(w_max, g16, _CMP_LE_OQ) | l->zero) != 0xff) {
+    return false;
+  }
+  if (!zeros_ok && static_cast<__mmask8>(l->zero & valid) != 0) return false;
+  const __m512d ulp = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.ulp_below));
+  const __m512d d = _mm512_mul_pd(_mm512_cvtepi64_pd(l->dist), ulp);
+  const __mmask8 off = static_cast<__mmask8>(l->off & valid);
+  return _mm512_mask_cmp_pd_mask(off, d, w2_max, _CMP_LE_OQ) == 0;
+}
+
+// rnd_b(x) of 8 lanes of BitLanesOf8 into out, folded into max_r (a group without entries).
+VT_AVX512 inline void StoreRounded8(const BitLanes& l, double* out, __mmask8 valid,
+                                    __m512i* max_r) {
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+}
+
+// Whether the valid lanes' states are all NONE.
+VT_AVX512 inline bool NoEntries8(const uint8_t* states, __mmask8 valid) {
+  const __m128i st = _mm_maskz_loadu_epi8(valid, states);
+  return _mm_test_all_zeros(st, st) != 0;
+}
+
 }  // namespace
+
+VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, double* out,
+                               uint8_t* states, int64_t n, RoundTally* tally, double bound,
+                               const MagnitudeFiller& f) {
+  const KernelParams p = params;  // a local copy: the state stores cannot alias it
+  __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
+  RoundTally t;
+  int64_t steerable = 0;
+  const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
+  // fl(alpha * bound) >= fl(alpha * m_i) for every m_i <= bound (rounding is monotone); twice
+  // it is exact. A NaN or infinite bound fails every test below, as it should.
+  const double w = p.alpha * bound;
+  const __m512d w_max = _mm512_set1_pd(w), w2_max = _mm512_set1_pd(2.0 * w);
+  const bool zeros_ok = bits.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151);
+  alignas(64) double m[8];
+  auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
+    BitLanes l;
+    if (bits.usable && FarFromWindow8(bits, x + j, valid, w_max, w2_max, zeros_ok, &l)) {
+      StoreRounded8(l, out + j, valid, &max_r);
+      return __m128i{};
+    }
+    f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
+    __m128i s;
+    if (bits.usable && RoundLogBits8<Shape::kAbsolute, Mag::kArray>(
+                           bits, p, x + j, m, out + j, valid, &max_r, &steerable, &bad_m, &s)) {
+      return s;
+    }
+    return RoundLog8<Shape::kAbsolute, Mag::kArray>(p, x + j, m, out + j, valid, &max_r, &steerable,
+                                                    &bad_m);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(states + i), round8(i, 0xff));
+  }
+  if (i < n) {
+    const __mmask8 valid = TailMask(n - i);
+    _mm_mask_storeu_epi8(states + i, valid, round8(i, valid));
+  }
+  for (int64_t j = 0; j < n; j += 64) CountStates64(states + j, std::min<int64_t>(64, n - j), &t);
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->down += t.down;
+  tally->up += t.up;
+  tally->exact += t.exact;
+  tally->steerable += steerable;
+  tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
+}
+
+VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const uint8_t* states,
+                             double* out, int64_t n, ReplayTally* tally, double bound,
+                             const MagnitudeFiller& f) {
+  const KernelParams p = params;  // a local copy: the output stores cannot alias it
+  __m512i max_r = _mm512_setzero_si512();
+  __mmask8 bad_m = 0;
+  ReplayCounts c;
+  const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
+  const double w = p.alpha * bound;
+  const __m512d w_max = _mm512_set1_pd(w), w2_max = _mm512_set1_pd(2.0 * w);
+  const bool zeros_ok = bits.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151);
+  alignas(64) double m[8];
+  auto replay8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
+    BitLanes l;
+    // Only a group without entries can skip its magnitudes (an entry's legitimacy needs them).
+    if (bits.usable && NoEntries8(states + j, valid) &&
+        FarFromWindow8(bits, x + j, valid, w_max, w2_max, zeros_ok, &l)) {
+      StoreRounded8(l, out + j, valid, &max_r);
+      return;
+    }
+    f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
+    if (bits.usable && ReplayBits8<Shape::kAbsolute, Mag::kArray>(
+                           bits, p, x + j, m, states + j, out + j, valid, &c, &max_r, &bad_m)) {
+      return;
+    }
+    Replay8<Shape::kAbsolute, Mag::kArray>(p, x + j, m, states + j, out + j, valid, &c, &max_r,
+                                           &bad_m);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) replay8(i, 0xff);
+  if (i < n) replay8(i, TailMask(n - i));
+  AddReplayCounts(c, max_r, bad_m, tally);
+}
 
 VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, double* out, int64_t n,
                                RoundTally* tally) {

@@ -33,6 +33,13 @@ void ReplayNoneZeroWindow(const KernelParams& p, const double* x, double* out, i
 void RoundZeroWindow(const KernelParams& p, const double* x, double* out, int64_t n,
                      RoundTally* tally);
 
+// RoundSpan with states / ReplaySpan under the absolute window (band 0) with per-element
+// magnitudes from a filler, bounded by `bound` (kernels.h RoundLogBoundedSpan).
+void RoundLogBounded(const KernelParams& p, const double* x, double* out, uint8_t* states,
+                     int64_t n, RoundTally* tally, double bound, const MagnitudeFiller& f);
+void ReplayBounded(const KernelParams& p, const double* x, const uint8_t* states, double* out,
+                   int64_t n, ReplayTally* tally, double bound, const MagnitudeFiller& f);
+
 // The same with per-element absolute terms: fl(alpha * magnitude[i]), or fl(alpha * |x[i]|)
 // when `magnitude` is null (kernels.h KernelParams::own_magnitude); bad magnitudes set
 // tally->bad_magnitude.

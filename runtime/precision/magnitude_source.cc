@@ -72,6 +72,55 @@ void RequireFactor(const at::Tensor& t, const char* what, int64_t n, int64_t bat
 
 }  // namespace
 
+namespace {
+
+// Whether n values are finite and >= 0, and their largest (0 for none) into *max.
+bool FiniteNonNegative(const double* v, int64_t n, double* max) {
+  double m = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(v[i] >= 0.0) || !std::isfinite(v[i])) return false;
+    m = std::max(m, v[i]);
+  }
+  *max = m;
+  return true;
+}
+
+}  // namespace
+
+OuterBound::OuterBound(const OuterMagnitude& o) : o_(&o) {
+  if (o.rows <= 0 || o.cols <= 0 || o.batch <= 0) return;
+  double unused = 0.0;
+  if (!FiniteNonNegative(o.row.data_ptr<double>(), o.row.numel(), &unused)) return;
+  const double* col = o.col.data_ptr<double>();
+  const int64_t col_sets = o.col.numel() == o.cols ? 1 : o.batch;
+  col_max_.resize(static_cast<size_t>(col_sets));
+  for (int64_t b = 0; b < col_sets; ++b) {
+    if (!FiniteNonNegative(col + b * o.cols, o.cols, &col_max_[static_cast<size_t>(b)])) return;
+  }
+  if (o.add.defined()) {
+    if (!FiniteNonNegative(o.add.data_ptr<double>(), o.add.numel(), &add_max_)) return;
+  }
+  valid_ = true;
+}
+
+double OuterBound::Over(int64_t begin, int64_t count) const {
+  const OuterMagnitude& o = *o_;
+  const double* row = o.row.data_ptr<double>();
+  const double* add = o.add.defined() ? o.add.data_ptr<double>() : nullptr;
+  const int64_t row_stride = o.row.numel() == o.rows ? 0 : o.rows;
+  const int64_t first = begin / o.cols, last = (begin + count - 1) / o.cols;  // rows of all batches
+  double bound = 0.0;
+  for (int64_t q = first; q <= last; ++q) {
+    const int64_t b = q / o.rows, i = q % o.rows;
+    const double c = col_max_[col_max_.size() == 1 ? 0 : static_cast<size_t>(b)];
+    double m = row[b * row_stride + i] * c;
+    if (add != nullptr) m = m + (o.add_per_row ? add[i] : add_max_);
+    if (o.factor != 1.0) m = m * o.factor;
+    bound = std::max(bound, m);
+  }
+  return bound;
+}
+
 bool FlatDoubles(const at::Tensor& t, int64_t n, int64_t batch) {
   return t.defined() && t.device().is_cpu() && t.scalar_type() == at::kDouble &&
          t.is_contiguous() && (t.numel() == n || t.numel() == n * batch);

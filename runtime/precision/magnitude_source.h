@@ -29,6 +29,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace vt::precision {
 
@@ -56,6 +57,27 @@ struct ChannelMagnitude {
 // Whether t is defined, a contiguous CPU float64 tensor, and holds n or n * batch values: a
 // factor the kernels can read as a flat array (what the constructors below require).
 bool FlatDoubles(const at::Tensor& t, int64_t n, int64_t batch = 1);
+
+// Upper bounds of an outer magnitude over runs of its elements: Over(begin, count) >= the
+// magnitude of every element in [begin, begin + count), computed as the elements' own are
+// (fl(fl(fl(row * col) + add) * factor), each rounding monotone) from the run's largest row
+// factor and the largest column factor and added term. The bounded kernels use it to skip an
+// element's magnitude where even the bound leaves it far from its window. valid() when every
+// factor is finite and >= 0 (then so is every element's magnitude, up to overflow, which the
+// bound shows as infinity); otherwise the caller fills the magnitudes, whose check reports them.
+class OuterBound {
+ public:
+  OuterBound() = default;
+  explicit OuterBound(const OuterMagnitude& o);
+  bool valid() const { return valid_; }
+  double Over(int64_t begin, int64_t count) const;
+
+ private:
+  const OuterMagnitude* o_ = nullptr;
+  std::vector<double> col_max_;  // per batch (one value when the column factor is shared)
+  double add_max_ = 0.0;         // the largest added term per column
+  bool valid_ = false;
+};
 
 class Magnitude {
  public:

@@ -175,6 +175,28 @@ void ForMagnitudeBlocks(const Magnitude& mag, const double* array, int64_t begin
   }
 }
 
+// Magnitude::Fill as a MagnitudeFiller's function (ctx: the Magnitude).
+void FillMagnitude(const void* ctx, int64_t begin, int64_t count, double* out) {
+  static_cast<const Magnitude*>(ctx)->Fill(begin, count, out);
+}
+
+// Calls span(offset, count, bound, filler) over [begin, end) in blocks of kMagnitudeBlock,
+// with the block's bound from `bound` and a filler of `mag` from the block's start.
+template <class Span>
+void ForBoundedBlocks(const Magnitude& mag, const OuterBound& bound, int64_t begin, int64_t end,
+                      Span span) {
+  for (int64_t s = begin; s < end; s += kMagnitudeBlock) {
+    const int64_t count = std::min(kMagnitudeBlock, end - s);
+    span(s, count, bound.Over(s, count), MagnitudeFiller{&FillMagnitude, &mag, s});
+  }
+}
+
+// The bound that lets the kernels skip most of an outer magnitude's elements, under an
+// absolute window (band 0) only: undefined (not valid) otherwise.
+OuterBound BoundFor(const Magnitude& mag, double band) {
+  return mag.defined() && mag.is_outer() && band == 0.0 ? OuterBound(mag.outer()) : OuterBound();
+}
+
 // Elements per checksummed block of an output: store::kCrc32cBlock bytes.
 constexpr int64_t kCrcBlock = static_cast<int64_t>(store::kCrc32cBlock / sizeof(double));
 
@@ -319,11 +341,21 @@ RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOpti
   std::mutex mu;
   RoundTally total;
   std::vector<uint32_t> crcs;
+  const OuterBound bound = states != nullptr ? BoundFor(mag, options.band) : OuterBound();
   ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     RoundTally t;
-    ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
-      RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t, m);
-    });
+    if (bound.valid()) {
+      ForBoundedBlocks(mag, bound, begin, end,
+                       [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
+                         RoundLogBoundedSpan(params, xp + at, op + at, states + at, count, &t, b,
+                                             f);
+                       });
+    } else {
+      ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
+        RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t,
+                  m);
+      });
+    }
     std::lock_guard<std::mutex> lock(mu);
     total.down += t.down;
     total.up += t.up;
@@ -403,10 +435,16 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
   // neither the states nor the window's arithmetic, with the same results and counts.
   const bool none_zero_window =
       report.logged == 0 && !has_mag && options.band == 0.0 && options.alpha == 0.0;
+  const OuterBound bound = none_zero_window ? OuterBound() : BoundFor(mag, options.band);
   ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     ReplayTally t;
     if (none_zero_window) {
       ReplayNoneZeroWindowSpan(params, xp + begin, states + begin, op + begin, end - begin, &t);
+    } else if (bound.valid()) {
+      ForBoundedBlocks(mag, bound, begin, end,
+                       [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
+                         ReplayBoundedSpan(params, xp + at, states + at, op + at, count, &t, b, f);
+                       });
     } else {
       ForMagnitudeBlocks(mag, mp, begin, end, [&](int64_t at, int64_t count, const double* m) {
         ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);

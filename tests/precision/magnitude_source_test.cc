@@ -12,16 +12,22 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/common/error.h"
+#include "runtime/precision/kernels.h"
 #include "runtime/precision/round.h"
 #include "tests/precision/helpers.h"
+#include "tests/precision/oracle.h"
 
 namespace {
 
 namespace prec = vt::precision;
+namespace oracle = vt::precision::oracle;
 using prec::testing::IsaGuard;
 using prec::testing::ThreadGuard;
 
@@ -153,36 +159,64 @@ TEST_CASE("rounding and replay with an outer magnitude equal those with the arra
     const at::Tensor x2 = x + at::randn({n}, at::kDouble) * f.expected.view({-1}) * 0x1p-44;
     for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
       prec::SetKernelIsa(isa);
-      for (int threads : {1, 2}) {
-        at::set_num_threads(threads);
-        INFO(c.name << ", variant " << prec::KernelIsaName(isa) << ", " << threads << " threads");
-        prec::RoundOptions o;
-        o.band = 0.0625;
-        o.alpha = 0x1p-40;
-        prec::LogRecord by_array, by_outer;
-        const prec::RoundResult a = prec::Round(x, o, &by_array, {}, f.expected.view({-1}));
-        const prec::RoundResult b = prec::Round(x, o, &by_outer, {}, prec::Magnitude(f.outer));
-        CHECK(SameBits(a.rounded, b.rounded));
-        CHECK(by_array.counts().logged() == by_outer.counts().logged());
-        CHECK(by_array.counts().exact == by_outer.counts().exact);
-        CHECK(by_array.counts().logged() > 0);
-        CHECK(a.stats.steerable == b.stats.steerable);
-        CHECK(std::equal(by_array.states(), by_array.states() + n, by_outer.states()));
-        // In place, as boundaries round their own tensors.
-        at::Tensor in_place = x.clone();
-        prec::LogRecord in_place_log;
-        prec::RoundInto(in_place, in_place, o, &in_place_log, {}, prec::Magnitude(f.outer));
-        CHECK(SameBits(in_place, a.rounded));
+      // A band (the array's path for computed magnitudes) and two absolute windows, where the
+      // AVX-512 kernels skip the magnitudes of groups the block's bound leaves far from their
+      // windows (OuterBound, RoundLogBoundedSpan): the same values, states and counts.
+      for (const auto& [band, alpha] :
+           {std::pair<double, double>{0.0625, 0x1p-40}, std::pair<double, double>{0.0, 0x1p-40},
+            std::pair<double, double>{0.0, 0x1p-30}}) {
+        for (int threads : {1, 2}) {
+          at::set_num_threads(threads);
+          INFO(c.name << ", variant " << prec::KernelIsaName(isa) << ", " << threads
+                      << " threads, band " << band << ", alpha " << alpha);
+          prec::RoundOptions o;
+          o.band = band;
+          o.alpha = alpha;
+          prec::LogRecord by_array, by_outer;
+          const prec::RoundResult a = prec::Round(x, o, &by_array, {}, f.expected.view({-1}));
+          const prec::RoundResult b = prec::Round(x, o, &by_outer, {}, prec::Magnitude(f.outer));
+          CHECK(SameBits(a.rounded, b.rounded));
+          CHECK(by_array.counts().logged() == by_outer.counts().logged());
+          CHECK(by_array.counts().exact == by_outer.counts().exact);
+          CHECK(by_array.counts().logged() > 0);
+          CHECK(a.stats.steerable == b.stats.steerable);
+          CHECK(std::equal(by_array.states(), by_array.states() + n, by_outer.states()));
+          // In place, as boundaries round their own tensors.
+          at::Tensor in_place = x.clone();
+          prec::LogRecord in_place_log;
+          prec::RoundInto(in_place, in_place, o, &in_place_log, {}, prec::Magnitude(f.outer));
+          CHECK(SameBits(in_place, a.rounded));
 
-        const prec::ReplayResult ra = prec::Replay(x2, by_array, o, {}, f.expected.view({-1}));
-        const prec::ReplayResult rb = prec::Replay(x2, by_array, o, {}, prec::Magnitude(f.outer));
-        CHECK(SameBits(ra.rounded, rb.rounded));
-        CHECK(ra.report.corrections == rb.report.corrections);
-        CHECK(ra.report.illegitimate == rb.report.illegitimate);
-        CHECK(ra.report.near_misses == rb.report.near_misses);
-        CHECK(ra.report.steerable == rb.report.steerable);
-        CHECK(rb.report.illegitimate == 0);
-        CHECK(SameBits(rb.rounded, a.rounded));  // the replay reproduces the trainer's values
+          const prec::ReplayResult ra = prec::Replay(x2, by_array, o, {}, f.expected.view({-1}));
+          const prec::ReplayResult rb = prec::Replay(x2, by_array, o, {}, prec::Magnitude(f.outer));
+          CHECK(SameBits(ra.rounded, rb.rounded));
+          CHECK(ra.report.corrections == rb.report.corrections);
+          CHECK(ra.report.illegitimate == rb.report.illegitimate);
+          CHECK(ra.report.near_misses == rb.report.near_misses);
+          CHECK(ra.report.steerable == rb.report.steerable);
+          CHECK(rb.report.illegitimate == 0);
+          CHECK(SameBits(rb.rounded, a.rounded));  // the replay reproduces the trainer's values
+
+          // A forged log: one value in 97 gets a direction it was not given. Groups holding an
+          // entry take their magnitudes, so both replays count the same illegitimate entries.
+          std::vector<uint8_t> forged(by_array.states(), by_array.states() + n);
+          int64_t forgeries = 0;
+          for (int64_t i = 0; i < n; i += 97) {
+            if (forged[static_cast<size_t>(i)] != 0) continue;
+            forged[static_cast<size_t>(i)] = static_cast<uint8_t>(1 + (i / 97) % 2);
+            ++forgeries;
+          }
+          const prec::LogRecord forged_log = prec::LogRecord::FromStates(forged, by_array.exact());
+          const prec::ReplayResult fa = prec::Replay(x2, forged_log, o, {}, f.expected.view({-1}));
+          const prec::ReplayResult fb =
+              prec::Replay(x2, forged_log, o, {}, prec::Magnitude(f.outer));
+          CHECK(SameBits(fa.rounded, fb.rounded));
+          CHECK(fa.report.illegitimate == fb.report.illegitimate);
+          CHECK(fa.report.corrections == fb.report.corrections);
+          CHECK(fa.report.near_misses == fb.report.near_misses);
+          CHECK(fa.report.steerable == fb.report.steerable);
+          if (forgeries > 10) CHECK(fb.report.illegitimate > 0);
+        }
       }
     }
   }
@@ -302,4 +336,147 @@ TEST_CASE("bad outer magnitudes are errors that say what is wrong", "[precision]
   prec::LogRecord log;
   CHECK_THROWS_WITH(prec::Round(y, o, &log, {"fc:fwd", 3}, prec::Magnitude(inf_row)),
                     Catch::Contains("bad magnitude at 'fc:fwd', step 3, index 259: inf"));
+}
+
+TEST_CASE("the bounded kernels equal the array's on every value class, span length and bound",
+          "[precision][magnitude]") {
+  // RoundLogBoundedSpan and ReplayBoundedSpan skip an element's magnitude only in groups of 8
+  // that the span's bound leaves far from their windows: zeros, values on the grid, FP32
+  // subnormals, values far below their magnitude (wide windows), ties and entries must all
+  // come out as RoundSpan and ReplaySpan give them with the magnitudes written out.
+  const uint64_t seed = oracle::TestSeed("bounded kernels");
+  oracle::ValueGenerator gen(seed);
+  IsaGuard guard;
+  int64_t fast_kinds = 0, steerable_only = 0;
+  for (uint64_t k : {uint64_t{0}, uint64_t{3}, uint64_t{9}}) {
+    for (double alpha : {0x1p-40, 0x1p-24, 0x1p-8}) {
+      prec::KernelParams p;
+      p.k = k;
+      p.band = 0.0;
+      p.alpha = alpha;
+      for (int64_t n : {0, 1, 7, 8, 9, 63, 64, 65, 131, 2048}) {
+        // Magnitudes spread over 60 binades, or all equal (the bound is then every element's
+        // own, and a value at 1.5 w from its midpoint is steerable but not logged).
+        for (bool uniform : {false, true}) {
+          std::vector<double> xs, ms;
+          std::vector<uint8_t> given;
+          for (int64_t i = 0; i < n; ++i) {
+            const double m = uniform              ? 1.0
+                             : gen.Int(0, 9) == 0 ? 0.0
+                                                  : std::ldexp(0.5 + gen.Unit(), gen.Int(-30, 30));
+            double v = (gen.Unit() - 0.5) * m * 2.0;
+            switch (gen.Int(0, 8)) {
+              case 0:
+                v = 0.0;
+                break;
+              case 1:
+                v = static_cast<double>(static_cast<float>(v));
+                break;  // on the grid
+              case 2:
+                v = v * 0x1p-30;
+                break;  // far below m
+              case 3:
+                v = std::ldexp(gen.Unit(), -135);
+                break;  // FP32 subnormal
+              case 4:
+                v = gen.NearGridOrMid(32 - static_cast<int>(k));
+                break;
+              case 5:
+              case 6: {
+                // At t w from a midpoint, t in {0.5, 1.5, 1.99}: logged, steerable, steerable.
+                int e = 0;
+                std::frexp(v, &e);
+                const double g = std::ldexp(1.0, std::max(e - 1, -126) - 23 + static_cast<int>(k));
+                const double t = gen.Int(0, 2) == 0 ? 0.5 : gen.Int(0, 1) == 0 ? 1.5 : 1.99;
+                const double mid = std::floor(std::fabs(v) / g) * g + g / 2;
+                v = std::copysign(mid + (gen.Int(0, 1) == 0 ? 1 : -1) * t * alpha * m, v);
+                break;
+              }
+              default:
+                break;
+            }
+            if (!(std::fabs(v) < 0x1p100)) v = 1.5;
+            xs.push_back(v);
+            ms.push_back(m);
+            given.push_back(static_cast<uint8_t>(gen.Int(0, 15) < 13 ? 0 : gen.Int(1, 3)));
+          }
+          const double largest = ms.empty() ? 0.0 : *std::max_element(ms.begin(), ms.end());
+          for (double bound : {largest, largest * 3.0}) {
+            const prec::MagnitudeFiller filler{
+                [](const void* ctx, int64_t begin, int64_t count, double* out) {
+                  const double* m = static_cast<const double*>(ctx);
+                  std::copy(m + begin, m + begin + count, out);
+                },
+                ms.data(), 0};
+            for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+              prec::SetKernelIsa(isa);
+              INFO("k=" << k << " alpha=" << alpha << " n=" << n << " bound=" << bound
+                        << " variant " << prec::KernelIsaName(isa));
+              std::vector<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+              std::vector<uint8_t> sa(static_cast<size_t>(n)), sb(static_cast<size_t>(n));
+              prec::RoundTally ta, tb;
+              prec::RoundSpan(p, xs.data(), a.data(), sa.data(), n, &ta, ms.data());
+              prec::RoundLogBoundedSpan(p, xs.data(), b.data(), sb.data(), n, &tb, bound, filler);
+              REQUIRE(ta.out_of_range == tb.out_of_range);
+              CHECK(ta.bad_magnitude == tb.bad_magnitude);
+              CHECK((n == 0 || std::memcmp(a.data(), b.data(), a.size() * 8) == 0));
+              CHECK(sa == sb);
+              CHECK(ta.down == tb.down);
+              CHECK(ta.up == tb.up);
+              CHECK(ta.exact == tb.exact);
+              CHECK(ta.steerable == tb.steerable);
+              prec::ReplayTally ra, rb;
+              prec::ReplaySpan(p, xs.data(), given.data(), a.data(), n, &ra, ms.data());
+              prec::ReplayBoundedSpan(p, xs.data(), given.data(), b.data(), n, &rb, bound, filler);
+              REQUIRE(ra.out_of_range == rb.out_of_range);
+              CHECK((n == 0 || std::memcmp(a.data(), b.data(), a.size() * 8) == 0));
+              CHECK(ra.corrections == rb.corrections);
+              CHECK(ra.illegitimate == rb.illegitimate);
+              CHECK(ra.near_misses == rb.near_misses);
+              CHECK(ra.steerable == rb.steerable);
+              fast_kinds += ta.down + ta.up + ta.exact > 0;
+              steerable_only += ta.steerable - (ta.down + ta.up + ta.exact);
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(fast_kinds > 10);       // entries were made, so the slow groups were exercised
+  CHECK(steerable_only > 100);  // and values steerable without an entry (w < d <= 2 w)
+}
+
+TEST_CASE("an outer magnitude's bound covers every element of a run, and needs good factors",
+          "[precision][magnitude]") {
+  at::manual_seed(33);
+  for (const Case& c : kCases) {
+    INFO(c.name);
+    const Factors f = Make(c);
+    const prec::OuterBound bound(f.outer);
+    REQUIRE(bound.valid());
+    const double* m = f.expected.data_ptr<double>();
+    const int64_t n = f.expected.numel();
+    for (int64_t begin : {int64_t{0}, int64_t{1}, n / 3, n - 1}) {
+      for (int64_t count : {int64_t{1}, int64_t{8}, int64_t{2048}}) {
+        const int64_t len = std::min(count, n - begin);
+        const double b = bound.Over(begin, len);
+        const double largest = *std::max_element(m + begin, m + begin + len);
+        CHECK(b >= largest);
+        CHECK(std::isfinite(b));
+      }
+    }
+  }
+  // A negative, NaN or infinite factor: no bound (the kernels then fill every magnitude, and
+  // their check reports the bad one).
+  Factors f = Make(kCases[0]);
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    prec::OuterMagnitude o = f.outer;
+    o.col = f.col.clone();
+    o.col.view({-1})[3] = bad;
+    CHECK_FALSE(prec::OuterBound(o).valid());
+    o = f.outer;
+    o.add = f.add.clone();
+    o.add.view({-1})[0] = bad;
+    CHECK_FALSE(prec::OuterBound(o).valid());
+  }
 }
