@@ -311,7 +311,9 @@ struct ReluFn : public torch::autograd::Function<ReluFn> {
 // a + b (same shapes); backward: the incoming gradient to both, as autograd's.
 struct AddFn : public torch::autograd::Function<AddFn> {
   static at::Tensor forward(AutogradContext*, const at::Tensor& a, const at::Tensor& b) {
-    return a + b;
+    at::Tensor y = a + b;
+    if (IsAgreed(a) && IsAgreed(b)) OfferMagnitude(y, ZeroMagnitude());  // a sum of equal values
+    return y;
   }
   static variable_list backward(AutogradContext*, variable_list grads) {
     at::Tensor g = grads[0].contiguous();

@@ -131,7 +131,10 @@ at::Tensor Dropout(const at::Tensor& x, double p, bool training, const std::stri
       x.sizes(), at::kDouble, key,
       static_cast<uint32_t>(RandomStream::kDropout) + static_cast<uint32_t>(step_number << 8));
   at::Tensor mask = (u >= p).to(x.scalar_type()) * (1.0 / (1.0 - p));
-  return x * mask;
+  at::Tensor y = x * mask;
+  // The mask is the run's own (seeded by step and name): of values alike everywhere, alike.
+  if (IsAgreed(x)) OfferMagnitude(y, ZeroMagnitude());
+  return y;
 }
 
 at::Tensor Gelu(const at::Tensor& x, const std::string& name) { return Boundary(GeluOp(x), name); }

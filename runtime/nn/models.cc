@@ -212,11 +212,16 @@ class Gpt2Block : public Module {
         RegisterModule("mlp.c_proj", std::make_shared<Linear>(4 * c.d_model, c.d_model, true, seed,
                                                               Join(name, "mlp.c_proj"), proj_std));
   }
+  // The residual stream's two uses and sums go through ForkOp and AddOp (the same values as
+  // x + ...): a stream every party holds alike stays known as such, forward and backward, so
+  // the layer norms and the projections' output gradients get the zero window.
   at::Tensor Forward(const at::Tensor& x) {
-    at::Tensor h = x + attn_->Forward(ln_1_->Forward(x));
+    auto [into, around] = ForkOp(x);
+    at::Tensor h = AddOp(around, attn_->Forward(ln_1_->Forward(into)));
+    auto [into_mlp, around_mlp] = ForkOp(h);
     at::Tensor m =
-        c_proj_->Forward(Gelu(c_fc_->Forward(ln_2_->Forward(h)), Join(name(), "mlp.gelu")));
-    return h + Dropout(m, dropout_, training(), Join(name(), "mlp.dropout"));
+        c_proj_->Forward(Gelu(c_fc_->Forward(ln_2_->Forward(into_mlp)), Join(name(), "mlp.gelu")));
+    return AddOp(around_mlp, Dropout(m, dropout_, training(), Join(name(), "mlp.dropout")));
   }
 
  private:

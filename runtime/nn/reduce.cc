@@ -137,7 +137,14 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
     const at::Tensor scaled = xhat * w;
     at::Tensor y = scaled + b;
-    if (MagnitudesWanted()) OfferMagnitude(y, AbsPlusColumn(scaled, b));
+    // Alike everywhere from an input that is (as batch norm's below); else |xhat w| + |b|.
+    const bool agreed = IsAgreed(x);
+    ctx->saved_data["agreed"] = agreed;
+    if (agreed) {
+      OfferMagnitude(y, ZeroMagnitude());
+    } else if (MagnitudesWanted()) {
+      OfferMagnitude(y, AbsPlusColumn(scaled, b));
+    }
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -153,9 +160,14 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     at::Tensor gx = rstd * (gxhat - mean_g - centered_term);
     const at::Tensor gy_xhat = g * xhat;
     if (MagnitudesWanted()) {
-      // gx cancels its three terms: its magnitude is theirs.
+      // gx cancels its three terms: its magnitude is theirs, unless it is alike everywhere
+      // (the forward's input and g are, and the statistics are rounded).
       at::NoGradGuard no_grad;
-      OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, centered_term));
+      if (ctx->saved_data["agreed"].toBool() && IsAgreed(g)) {
+        OfferMagnitude(gx, ZeroMagnitude());
+      } else {
+        OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, centered_term));
+      }
       AddGradMagnitude(w, ColumnAbsSum(gy_xhat));
       AddGradMagnitude(saved[3], ColumnAbsSum(g));
     }
@@ -236,7 +248,10 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
                             const at::Tensor& indices) {
     ctx->save_for_backward({indices, weight});
     ctx->saved_data["rows"] = weight.size(0);
-    return at::embedding(weight, indices);
+    at::Tensor y = at::embedding(weight, indices);
+    // Copies of the parameter's rows: alike everywhere.
+    if (MagnitudesWanted()) OfferMagnitude(y, ZeroMagnitude());
+    return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
@@ -246,9 +261,12 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     at::Tensor gw = vt::IndexAddRows(g.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows);
     if (MagnitudesWanted()) {
       // The terms are the incoming gradient's values, or the magnitude of their own terms
-      // where the op that made them offered one (a broadcast sum's).
+      // where the op that made them offered one (a broadcast sum's). A gradient alike
+      // everywhere (zero magnitude) is its own terms' size: the index-add that sums them is
+      // not alike everywhere.
       at::NoGradGuard no_grad;
-      const at::Tensor terms = Materialized(IncomingMagnitude(g), g);
+      const at::Tensor incoming = IncomingMagnitude(g);
+      const at::Tensor terms = IsZeroMagnitude(incoming) ? g.abs() : incoming;
       AddGradMagnitude(
           saved[1], vt::IndexAddRows(terms.reshape({-1, g.size(-1)}), indices.reshape({-1}), rows));
     }
@@ -259,7 +277,9 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
 struct AddBroadcastFn : public torch::autograd::Function<AddBroadcastFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
     ctx->saved_data["b_shape"] = b.sizes().vec();
-    return a + b;
+    at::Tensor y = a + b;
+    if (IsAgreed(a) && IsAgreed(b)) OfferMagnitude(y, ZeroMagnitude());  // a sum of equal values
+    return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::vector<int64_t> b_shape = ctx->saved_data["b_shape"].toIntVector();

@@ -39,9 +39,9 @@ namespace vt::train {
 
 // "5": windows with per-element magnitudes (docs/ROUNDING.md "The window"; version 3 takes a
 // convolution's weight-gradient magnitude over the whole batch, version 4 computes GELU with
-// vtrun's own tanh, version 5 gives batch norm's and GELU's outputs and input gradients the
-// zero window where their inputs are values every party holds alike). A run made under an
-// earlier version replays only with the vtrun that made it.
+// vtrun's own tanh, version 5 gives the norms' and GELU's outputs and input gradients and a
+// GPT's residual stream the zero window where their inputs are values every party holds
+// alike). A run made under an earlier version replays only with the vtrun that made it.
 constexpr const char* kSpecVersion = "5";
 
 // The most parameters and buffers a spec's model may have (2^31: 16 GiB as FP64). Validating

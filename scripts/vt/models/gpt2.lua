@@ -28,9 +28,13 @@ local Block = nn.Module{
     }
   end,
   -- The residual stream: sums of rounded values, exact on every machine.
+  -- F.fork and F.add keep it known as such (forward and backward), as the built-in's do, so
+  -- the layer norms and the projections' output gradients get the zero window.
   forward = function(self, x)
-    local h = x:add(self.attn(self.ln_1(x)))
-    return h:add(self.mlp(self.ln_2(h)))
+    local into, around = F.fork(x)
+    local h = F.add(around, self.attn(self.ln_1(into)))
+    local into_mlp, around_mlp = F.fork(h)
+    return F.add(around_mlp, self.mlp(self.ln_2(into_mlp)))
   end,
 }
 
