@@ -217,25 +217,14 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
 }
 
 void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
-                               const at::Tensor& magnitude) {
+                               const precision::Magnitude& magnitude) {
   *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude);
 }
 
-void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
-                               const precision::Magnitude& magnitude) {
-  if (!magnitude.computed()) {
-    ApplyInPlace(boundary, x, magnitude.values());
-    return;
-  }
-  if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return;
-  *x = RoundedNamed(prefix_ + boundary, *x, -1, /*owned=*/true, magnitude);
-}
-
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                bool owned, const at::Tensor& magnitude) {
+                                bool owned, const precision::Magnitude& magnitude) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
-  const precision::Magnitude m =
-      magnitude.defined() ? precision::Magnitude(magnitude) : OfferedMagnitudeFor(x);
+  const precision::Magnitude m = magnitude.defined() ? magnitude : OfferedMagnitudeFor(x);
   return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m)
                          : RoundedNamed(prefix_ + boundary, x, call, owned, m);
 }

@@ -193,9 +193,8 @@ class StepContext {
   // Apply for a tensor the caller owns and hands over (an optimizer's fresh state, a
   // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
   // float64 tensor. Results are the same as Apply's.
-  void ApplyInPlace(const std::string& boundary, at::Tensor* x, const at::Tensor& magnitude = {});
   void ApplyInPlace(const std::string& boundary, at::Tensor* x,
-                    const precision::Magnitude& magnitude);
+                    const precision::Magnitude& magnitude = {});
 
   // Per-element magnitudes (ROUNDING.md "The window"). An op whose output (or input
   // gradient) goes to a boundary computes, when magnitudes_wanted(), a bound m of the size of
@@ -354,8 +353,9 @@ class StepContext {
   // The offer for x that is still valid (null when none).
   const Offer* ValidOffer(const at::Tensor& x) const;
   void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);
+  // The magnitude given, else the one offered for x.
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned,
-                     const at::Tensor& magnitude);
+                     const precision::Magnitude& magnitude);
   at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
                           bool owned, const precision::Magnitude& magnitude);
 };

@@ -421,10 +421,6 @@ at::Tensor IncomingMagnitude(const at::Tensor& g) {
   return g.detach().abs();
 }
 
-at::Tensor Materialized(const at::Tensor& m, const at::Tensor& like) {
-  return IsZeroMagnitude(m) ? at::zeros(like.sizes(), like.options().dtype(at::kDouble)) : m;
-}
-
 void MoveOffer(const at::Tensor& from, const at::Tensor& to, double factor) {
   StepContext* step = StepContext::Current();
   if (step == nullptr || !step->magnitudes_wanted()) return;

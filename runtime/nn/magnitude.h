@@ -118,9 +118,8 @@ bool IsAgreed(const at::Tensor& x);
 
 // The magnitude of the terms in an op's incoming gradient g: the one offered for g, else |g|
 // (a value no op gave a magnitude is its own, ROUNDING.md "Magnitudes"). May be
-// ZeroMagnitude(); Materialized() makes it a tensor of g's shape.
+// ZeroMagnitude().
 at::Tensor IncomingMagnitude(const at::Tensor& g);
-at::Tensor Materialized(const at::Tensor& m, const at::Tensor& like);
 
 // Moves the magnitude offered for `from` (if any) to `to = from * factor` (factor > 0),
 // scaled by `factor`: for an op's output that the caller scales before its boundary.

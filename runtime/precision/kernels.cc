@@ -489,8 +489,18 @@ void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, d
 
 namespace {
 
-// The span's magnitudes into a buffer on the stack, for the paths that read them all.
+// The most values of a bounded span, whose magnitudes the paths that read them all fill into
+// a buffer on the stack.
 constexpr int64_t kBoundedSpanMax = 2048;
+
+// Fills a bounded span's n magnitudes into buf (kBoundedSpanMax values).
+const double* FilledSpan(const MagnitudeFiller& f, int64_t n, double* buf) {
+  if (n > kBoundedSpanMax) {
+    throw Error("a bounded span holds at most 2048 values, got " + std::to_string(n));
+  }
+  f.fill(f.ctx, f.offset, n, buf);
+  return buf;
+}
 
 }  // namespace
 
@@ -500,10 +510,8 @@ void RoundLogBoundedSpan(const KernelParams& p, const double* x, double* out, ui
     avx512::RoundLogBounded(p, x, out, states, n, tally, bound, f);
     return;
   }
-  if (n > kBoundedSpanMax) throw Error("RoundLogBoundedSpan: a span of at most 2048 values");
   alignas(64) double m[kBoundedSpanMax];
-  f.fill(f.ctx, f.offset, n, m);
-  RoundSpan(p, x, out, states, n, tally, m);
+  RoundSpan(p, x, out, states, n, tally, FilledSpan(f, n, m));
 }
 
 void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
@@ -512,10 +520,8 @@ void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* st
     avx512::ReplayBounded(p, x, states, out, n, tally, bound, f);
     return;
   }
-  if (n > kBoundedSpanMax) throw Error("ReplayBoundedSpan: a span of at most 2048 values");
   alignas(64) double m[kBoundedSpanMax];
-  f.fill(f.ctx, f.offset, n, m);
-  ReplaySpan(p, x, states, out, n, tally, m);
+  ReplaySpan(p, x, states, out, n, tally, FilledSpan(f, n, m));
 }
 
 void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint8_t* states,

@@ -367,6 +367,20 @@ VT_AVX512 inline void CountStates64(const uint8_t* states, int64_t n, RoundTally
   t->exact += __builtin_popcountll(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(3)) & valid);
 }
 
+// Adds a rounding's counts to `tally`, with its range check (the bit patterns of rnd_b(|x|),
+// folded into max_r, against those of 2^128) and its magnitudes' check.
+VT_AVX512 inline void AddRoundCounts(const RoundTally& t, int64_t steerable, __m512i max_r,
+                                     __mmask8 bad_m, RoundTally* tally) {
+  const __mmask8 bad = _mm512_cmpge_epu64_mask(
+      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+  tally->down += t.down;
+  tally->up += t.up;
+  tally->exact += t.exact;
+  tally->steerable += steerable;
+  tally->out_of_range |= bad != 0;
+  tally->bad_magnitude |= bad_m != 0;
+}
+
 template <Shape kShape, Mag kMag = Mag::kScale>
 VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out,
                               uint8_t* states, int64_t n, RoundTally* tally,
@@ -407,14 +421,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     }
     CountStates64(states + i, n - i, &t);
   }
-  const __mmask8 bad = _mm512_cmpge_epu64_mask(
-      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
-  tally->down += t.down;
-  tally->up += t.up;
-  tally->exact += t.exact;
-  tally->steerable += steerable;
-  tally->out_of_range |= bad != 0;
-  tally->bad_magnitude |= bad_m != 0;
+  AddRoundCounts(t, steerable, max_r, bad_m, tally);
 }
 
 // What a replay counts, per lane group.
@@ -642,8 +649,25 @@ VT_AVX512 inline bool RoundZeroBits8(const BitsWindow& b, const double* x, doubl
 // 2 w_max of its midpoint, and no zero is steerable (w_max <= g0/4). Then, for every such
 // w_i, RoundLogBits8 logs nothing and counts nothing steerable, and ReplayBits8 on NONE states
 // counts no near miss and nothing steerable: both write rnd_b(x) (`l` is filled for that).
+// The window of a span whose magnitudes are all <= bound: fl(alpha * bound) >= fl(alpha * m_i)
+// for every m_i (rounding is monotone), twice it (exact), and whether zeros are then never
+// steerable (w_max <= g0/4). A NaN or infinite bound fails every test of FarFromWindow8.
+struct BoundedWindow {
+  __m512d w_max, w2_max;
+  bool zeros_ok;
+};
+
+VT_AVX512 inline BoundedWindow BoundedWindowOf(const KernelParams& p, const BitsWindow& b,
+                                               double bound) {
+  const double w = p.alpha * bound;
+  return {_mm512_set1_pd(w), _mm512_set1_pd(2.0 * w),
+          b.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151)};
+}
+
 VT_AVX512 inline bool FarFromWindow8(const BitsWindow& b, const double* x, __mmask8 valid,
-                                     __m512d w_max, __m512d w2_max, bool zeros_ok, BitLanes* l) {
+                                     const BoundedWindow& bw, BitLanes* l) {
+  const __m512d w_max = bw.w_max, w2_max = bw.w2_max;
+  const bool zeros_ok = bw.zeros_ok;
   if (!BitLanesOf8(b, x, valid, l)) return false;
   const __m512i exponent = _mm512_and_si512(l->u, _mm512_set1_epi64(0x7ff0000000000000ll));
   const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
@@ -681,15 +705,11 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
   RoundTally t;
   int64_t steerable = 0;
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
-  // fl(alpha * bound) >= fl(alpha * m_i) for every m_i <= bound (rounding is monotone); twice
-  // it is exact. A NaN or infinite bound fails every test below, as it should.
-  const double w = p.alpha * bound;
-  const __m512d w_max = _mm512_set1_pd(w), w2_max = _mm512_set1_pd(2.0 * w);
-  const bool zeros_ok = bits.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151);
+  const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     BitLanes l;
-    if (bits.usable && FarFromWindow8(bits, x + j, valid, w_max, w2_max, zeros_ok, &l)) {
+    if (bits.usable && FarFromWindow8(bits, x + j, valid, bw, &l)) {
       StoreRounded8(l, out + j, valid, &max_r);
       return __m128i{};
     }
@@ -711,14 +731,7 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
     _mm_mask_storeu_epi8(states + i, valid, round8(i, valid));
   }
   for (int64_t j = 0; j < n; j += 64) CountStates64(states + j, std::min<int64_t>(64, n - j), &t);
-  const __mmask8 bad = _mm512_cmpge_epu64_mask(
-      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
-  tally->down += t.down;
-  tally->up += t.up;
-  tally->exact += t.exact;
-  tally->steerable += steerable;
-  tally->out_of_range |= bad != 0;
-  tally->bad_magnitude |= bad_m != 0;
+  AddRoundCounts(t, steerable, max_r, bad_m, tally);
 }
 
 VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const uint8_t* states,
@@ -729,15 +742,13 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
   __mmask8 bad_m = 0;
   ReplayCounts c;
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
-  const double w = p.alpha * bound;
-  const __m512d w_max = _mm512_set1_pd(w), w2_max = _mm512_set1_pd(2.0 * w);
-  const bool zeros_ok = bits.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151);
+  const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
   auto replay8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     BitLanes l;
     // Only a group without entries can skip its magnitudes (an entry's legitimacy needs them).
     if (bits.usable && NoEntries8(states + j, valid) &&
-        FarFromWindow8(bits, x + j, valid, w_max, w2_max, zeros_ok, &l)) {
+        FarFromWindow8(bits, x + j, valid, bw, &l)) {
       StoreRounded8(l, out + j, valid, &max_r);
       return;
     }
@@ -770,10 +781,7 @@ VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, doub
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) round8(i, 0xff);
   if (i < n) round8(i, TailMask(n - i));
-  const __mmask8 bad = _mm512_cmpge_epu64_mask(
-      max_r, _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
-  tally->steerable += steerable;
-  tally->out_of_range |= bad != 0;
+  AddRoundCounts(RoundTally{}, steerable, max_r, bad_m, tally);
 }
 
 VT_AVX512 void RoundLog(const KernelParams& p, const double* x, double* out, uint8_t* states,

@@ -311,22 +311,22 @@ void TapNorms(const T* sq, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t
 
 // a[i] += x[i]^2 and b[i] += x[i]^2 (ConvInputNormsOf's one pass over x), at every vector
 // width the same IEEE operations.
-#define VT_SQUARES_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-VT_SQUARES_CLONES void AddSquares(const double* __restrict x, int64_t n, double* __restrict a,
-                                  double* __restrict b) {
+// (The loop is inlined into one clone per element type: target_clones takes no templates.)
+template <typename T>
+__attribute__((always_inline)) inline void AddSquaresLoop(const T* __restrict x, int64_t n,
+                                                          T* __restrict a, T* __restrict b) {
   for (int64_t i = 0; i < n; ++i) {
-    const double v = x[i] * x[i];
+    const T v = x[i] * x[i];
     a[i] += v;
     b[i] += v;
   }
 }
-VT_SQUARES_CLONES void AddSquares(const float* __restrict x, int64_t n, float* __restrict a,
-                                  float* __restrict b) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * x[i];
-    a[i] += v;
-    b[i] += v;
-  }
+#define VT_SQUARES_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+VT_SQUARES_CLONES void AddSquares(const double* x, int64_t n, double* a, double* b) {
+  AddSquaresLoop(x, n, a, b);
+}
+VT_SQUARES_CLONES void AddSquares(const float* x, int64_t n, float* a, float* b) {
+  AddSquaresLoop(x, n, a, b);
 }
 
 }  // namespace

@@ -14,23 +14,14 @@
 #include "runtime/nn/layers.h"
 #include "runtime/nn/magnitude.h"
 #include "runtime/nn/reduce.h"
-
-namespace {
+#include "tests/nn/helpers.h"
 
 using vt::nn::IsAgreed;
-
-vt::nn::WindowTable CalibratedLike() {
-  vt::nn::WindowTable windows;
-  for (vt::nn::Window& w : windows.by_kind) w = {0.0, 0x1p-40};
-  return windows;
-}
-
-}  // namespace
 
 TEST_CASE("layer norm of a value alike everywhere is alike, forward and backward",
           "[nn][magnitude]") {
   at::manual_seed(51);
-  const vt::nn::WindowTable windows = CalibratedLike();
+  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
     vt::nn::StepLog log;
@@ -51,7 +42,7 @@ TEST_CASE("layer norm of a value alike everywhere is alike, forward and backward
 
 TEST_CASE("residual sums, forks, embeddings and dropout keep values alike", "[nn][magnitude]") {
   at::manual_seed(52);
-  const vt::nn::WindowTable windows = CalibratedLike();
+  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   vt::nn::StepLog log;
   vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
   vt::nn::StepContext::Scope scope(&c);

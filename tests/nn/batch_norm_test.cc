@@ -14,6 +14,7 @@
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/reduce.h"
+#include "tests/nn/helpers.h"
 #include "tests/precision/helpers.h"
 
 namespace {
@@ -102,20 +103,10 @@ TEST_CASE("batch norm's fused passes fall back to ATen on other layouts", "[nn][
   CHECK(at::equal(tf.gy_xhat, gf * xf));
 }
 
-namespace {
-
-vt::nn::WindowTable CalibratedLike() {
-  vt::nn::WindowTable windows;
-  for (vt::nn::Window& w : windows.by_kind) w = {0.0, 0x1p-40};
-  return windows;
-}
-
-}  // namespace
-
 TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, nothing logged",
           "[nn][batch norm]") {
   at::manual_seed(23);
-  const vt::nn::WindowTable windows = CalibratedLike();
+  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
     vt::nn::StepLog log;

@@ -19,6 +19,7 @@
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/magnitude.h"
+#include "tests/nn/helpers.h"
 #include "tests/precision/helpers.h"
 
 namespace {
@@ -170,8 +171,7 @@ TEST_CASE("GELU takes any layout with the same bits, and float32 or no t through
 TEST_CASE("GELU of a boundary's output is alike everywhere: zero window, nothing logged",
           "[nn][gelu]") {
   at::manual_seed(31);
-  vt::nn::WindowTable windows;
-  for (vt::nn::Window& w : windows.by_kind) w = {0.0, 0x1p-40};
+  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
     vt::nn::StepLog log;
