@@ -3,10 +3,12 @@
 #include <luajit.h>
 
 #include <chrono>
+#include <utility>
 
 #include "bindings/lua_support.h"
 #include "bindings/nn.h"
 #include "bindings/tensor.h"
+#include "runtime/common/cpu_allocator.h"
 #include "runtime/common/threads.h"
 #include "runtime/common/version.h"
 #include "store/version.h"
@@ -44,6 +46,34 @@ int GetThreads(lua_State* L) {
   return 1;
 }
 
+// vt.memory(): the caching CPU allocator's figures (runtime/common/cpu_allocator.h).
+int Memory(lua_State* L) {
+  CpuAllocatorStats s = CachingCpuAllocatorStats();
+  lua_newtable(L);
+  lua_pushboolean(L, s.installed);
+  lua_setfield(L, -2, "caching");
+  const std::pair<const char*, double> fields[] = {
+      {"cache_limit", static_cast<double>(s.limit)},
+      {"cached", static_cast<double>(s.cached)},
+      {"in_use", static_cast<double>(s.in_use)},
+      {"hits", static_cast<double>(s.hits)},
+      {"misses", static_cast<double>(s.misses)},
+      {"evicted", static_cast<double>(s.evicted)},
+      {"large_block", static_cast<double>(kLargeBlock)},
+  };
+  for (const auto& [name, value] : fields) {
+    lua_pushnumber(L, value);
+    lua_setfield(L, -2, name);
+  }
+  return 1;
+}
+
+// vt.release_memory(): returns the allocator's cached blocks to the system.
+int ReleaseMemory(lua_State* L) {
+  ReleaseCachedCpuBlocks();
+  return 0;
+}
+
 int SetThreadsFn(lua_State* L) {
   int64_t n = CheckInteger(L, 1);
   if (n < 1 || n > 1024) ArgError(L, 1, "thread count must be in [1, 1024]");
@@ -57,8 +87,10 @@ int SetThreadsFn(lua_State* L) {
 
 void OpenSystem(lua_State* L) {
   const luaL_Reg funcs[] = {
-      {"version", Version},          {"threads", GetThreads}, {"clock", Clock},
-      {"set_threads", SetThreadsFn}, {nullptr, nullptr},
+      {"version", Version}, {"threads", GetThreads},
+      {"clock", Clock},     {"set_threads", SetThreadsFn},
+      {"memory", Memory},   {"release_memory", ReleaseMemory},
+      {nullptr, nullptr},
   };
   SetFuncs(L, funcs);
 }

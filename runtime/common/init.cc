@@ -7,6 +7,7 @@
 
 #include <mutex>
 
+#include "runtime/common/cpu_allocator.h"
 #include "runtime/common/threads.h"
 
 namespace vt {
@@ -20,10 +21,12 @@ void InitializeRuntime() {
   LoadCudaKernels();
   // Training allocates and frees the same large buffers every step. Keep freed memory in the
   // heap (no trimming, mmap only above glibc's 32 MiB maximum threshold) so buffers are
-  // reused instead of page-faulted in again; convolution works in chunks below that size.
+  // reused instead of page-faulted in again; ATen's buffers above that size are kept by the
+  // caching allocator (cpu_allocator.h).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 64 << 20);
+  InstallCachingCpuAllocator(AllocatorCacheLimitFromEnvironment());
   c10::set_default_dtype(caffe2::TypeMeta::Make<double>());
   ConfigureThreadsFromEnvironment();
   BackgroundAllowedByEnvironment();  // a bad VTRUN_BACKGROUND fails at startup, not mid-run

@@ -34,7 +34,7 @@ TEST_CASE("Fashion-MNIST digest equals sha256sum of the decompressed labels then
   CHECK(d->digest() == expected);
 }
 
-TEST_CASE("text digest is sha256sum of the file; windows and targets shift by one", "[data]") {
+TEST_CASE("text digest is sha256sum of the file, windows and targets shift by one", "[data]") {
   std::string path = std::string(VTRUN_SOURCE_DIR) + "/data/shakespeare.txt";
   auto d = vt::data::TextCorpus({path, 64});
   CHECK(d->digest() == ShellSha256("cat '" + path + "'"));

@@ -94,8 +94,10 @@ TEST_CASE("vtrun --version names every library and --help the options", "[cli]")
   CHECK_THAT(r.err, Contains("cannot open /nonexistent/script.lua"));
 }
 
-TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads; VTRUN_BACKGROUND",
-          "[cli]") {
+TEST_CASE(
+    "VTRUN_PATH adds module directories, VTRUN_THREADS sets threads, VTRUN_BACKGROUND, "
+    "VTRUN_ALLOC_CACHE",
+    "[cli]") {
   TempDir dir;
   WriteFile(dir.path() + "/mymod.lua", "return {answer = 42}\n");
   auto r = RunProcess({VTRUN_BINARY, "-e", "print(require('mymod').answer)"}, "",
@@ -120,6 +122,14 @@ TEST_CASE("VTRUN_PATH adds module directories; VTRUN_THREADS sets threads; VTRUN
   r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_BACKGROUND", "auto"}});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("VTRUN_BACKGROUND must be 'on', 'idle' or 'off', got 'auto'"));
+  // VTRUN_ALLOC_CACHE: the caching allocator's limit (vt.memory() reports it).
+  r = RunProcess({VTRUN_BINARY, "-e", "local m = vt.memory() print(m.caching, m.cache_limit)"}, "",
+                 {{"VTRUN_ALLOC_CACHE", "256M"}});
+  CHECK(r.out == "true\t268435456\n");
+  r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_ALLOC_CACHE", "lots"}});
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Contains("VTRUN_ALLOC_CACHE must be a byte count with an optional K, M or G "
+                             "suffix, or 'off', got 'lots'"));
 }
 
 TEST_CASE("-l requires a module into a global", "[cli]") {

@@ -57,7 +57,7 @@ TEST_CASE("log pager: one page per step with records, by boundary and step range
   CHECK(Pages(nothing).empty());
 }
 
-TEST_CASE("log pager: steps without records are skipped; values come back whole", "[store]") {
+TEST_CASE("log pager: steps without records are skipped, values come back whole", "[store]") {
   TempDir dir;
   std::shared_ptr<Store> s = Store::Open(dir.Sub("db"));
   s->CreateRun("r", RunConfig{"spec", 3, 3, ""});

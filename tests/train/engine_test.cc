@@ -134,7 +134,7 @@ TEST_CASE("logged runs replay bit for bit across in-process profiles", "[train]"
 // (Rounding without logs also diverges, but only after a midpoint straddle: roughly one per
 // 2^29 rounded values at b = 32, so small models need thousands of steps; the long-run
 // experiments show it.)
-TEST_CASE("without rounding, profiles diverge at once; the same profile agrees", "[train]") {
+TEST_CASE("without rounding, profiles diverge at once, and the same profile agrees", "[train]") {
   CHECK(FirstDivergence("mlp", Mode::kFp32, Mode::kFp32, "native", "splitk4", 20) == 1);
   CHECK(FirstDivergence("mlp", Mode::kFp64, Mode::kFp64, "native", "splitk4", 20) == 1);
   CHECK(FirstDivergence("mlp", Mode::kRounded, Mode::kRounded, "splitk4", "splitk4", 5) == 0);

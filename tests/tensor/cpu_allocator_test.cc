@@ -1,0 +1,213 @@
+// The caching CPU allocator (runtime/common/cpu_allocator.h): large blocks come back for the
+// next request of their size class, the cache keeps within its limit (least recently freed
+// blocks go first), raw allocations of either size free correctly, threads share it, and a
+// malformed VTRUN_ALLOC_CACHE is an error naming it. vt_tests' main installs it as vtrun does.
+#include "runtime/common/cpu_allocator.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/common/error.h"
+
+namespace {
+
+using vt::CachingCpuAllocatorStats;
+using vt::kLargeBlock;
+
+constexpr std::size_t kClass = std::size_t{2} << 20;  // the size classes' step
+
+at::Tensor Bytes(std::size_t n) { return at::empty({static_cast<int64_t>(n)}, at::kByte); }
+
+// Sets the cache limit for one test and puts the process's limit back after it.
+struct ScopedLimit {
+  explicit ScopedLimit(std::size_t limit) { vt::InstallCachingCpuAllocator(limit); }
+  ~ScopedLimit() {
+    vt::ReleaseCachedCpuBlocks();
+    vt::InstallCachingCpuAllocator(vt::AllocatorCacheLimitFromEnvironment());
+  }
+};
+
+// Sets (or unsets) an environment variable for one test.
+struct ScopedEnv {
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_CASE("cpu allocator: a freed large block serves the next request of its size class",
+          "[allocator]") {
+  ScopedLimit limit(std::size_t{1} << 30);
+  REQUIRE(CachingCpuAllocatorStats().installed);
+  const std::size_t n = kLargeBlock + 12345;
+  auto before = CachingCpuAllocatorStats();
+  at::Tensor a = Bytes(n);
+  void* block = a.data_ptr();
+  CHECK(reinterpret_cast<std::uintptr_t>(block) % kClass == 0);
+  CHECK(CachingCpuAllocatorStats().misses == before.misses + 1);
+  CHECK(CachingCpuAllocatorStats().in_use == before.in_use + kLargeBlock + kClass);
+  a.fill_(7);
+  a.reset();
+  CHECK(CachingCpuAllocatorStats().cached == before.cached + kLargeBlock + kClass);
+
+  // Another size in the same class gets the same block, uninitialized as `empty` promises;
+  // `zeros` on it clears it.
+  at::Tensor b = at::zeros({static_cast<int64_t>(kLargeBlock + kClass - 1)}, at::kByte);
+  CHECK(b.data_ptr() == block);
+  CHECK(CachingCpuAllocatorStats().hits == before.hits + 1);
+  CHECK(b.sum().item<int64_t>() == 0);
+  // A request of the next class does not take it.
+  at::Tensor c = Bytes(kLargeBlock + kClass + 1);
+  CHECK(c.data_ptr() != block);
+  b.reset();
+  c.reset();
+  CHECK(CachingCpuAllocatorStats().in_use == before.in_use);
+
+  // Small requests stay with LibTorch's default allocator.
+  auto small_before = CachingCpuAllocatorStats();
+  at::Tensor s = Bytes(kLargeBlock - 1);
+  s.reset();
+  auto small_after = CachingCpuAllocatorStats();
+  CHECK(small_after.hits == small_before.hits);
+  CHECK(small_after.misses == small_before.misses);
+  CHECK(small_after.cached == small_before.cached);
+}
+
+TEST_CASE("cpu allocator: the cache keeps within its limit, least recently freed first",
+          "[allocator]") {
+  vt::ReleaseCachedCpuBlocks();
+  const std::size_t block = kLargeBlock;  // a class of its own
+  ScopedLimit limit(2 * block);
+  auto before = CachingCpuAllocatorStats();
+  at::Tensor first = Bytes(block), second = Bytes(block), third = Bytes(block);
+  void* first_ptr = first.data_ptr();
+  void* third_ptr = third.data_ptr();
+  first.reset();
+  second.reset();
+  third.reset();  // the first-freed block goes
+  auto after = CachingCpuAllocatorStats();
+  CHECK(after.cached == 2 * block);
+  CHECK(after.evicted == before.evicted + 1);
+  at::Tensor again = Bytes(block);  // the most recently freed block comes back first
+  CHECK(again.data_ptr() == third_ptr);
+  CHECK(again.data_ptr() != first_ptr);
+  again.reset();
+
+  SECTION("a block larger than the limit is unmapped when freed") {
+    at::Tensor big = Bytes(3 * block);
+    big.reset();
+    CHECK(CachingCpuAllocatorStats().cached == 2 * block);
+  }
+  SECTION("lowering the limit drops blocks at once; release drops them all") {
+    vt::InstallCachingCpuAllocator(block);
+    CHECK(CachingCpuAllocatorStats().cached == block);
+    vt::ReleaseCachedCpuBlocks();
+    CHECK(CachingCpuAllocatorStats().cached == 0);
+  }
+  SECTION("with no cache every large request maps new memory") {
+    vt::InstallCachingCpuAllocator(0);
+    CHECK(CachingCpuAllocatorStats().cached == 0);
+    auto s0 = CachingCpuAllocatorStats();
+    Bytes(block).reset();
+    Bytes(block).reset();
+    CHECK(CachingCpuAllocatorStats().misses == s0.misses + 2);
+    CHECK(CachingCpuAllocatorStats().hits == s0.hits);
+  }
+}
+
+TEST_CASE(
+    "cpu allocator: memory the system cannot give is LibTorch's out-of-memory error, "
+    "after the cache is released",
+    "[allocator]") {
+  ScopedLimit limit(std::size_t{1} << 30);
+  Bytes(kLargeBlock).reset();
+  REQUIRE(CachingCpuAllocatorStats().cached > 0);
+  CHECK_THROWS_AS(Bytes(std::size_t{1} << 50), c10::OutOfMemoryError);
+  CHECK(CachingCpuAllocatorStats().cached == 0);
+}
+
+TEST_CASE("cpu allocator: raw allocations of either size are freed by its raw deleter",
+          "[allocator]") {
+  ScopedLimit limit(std::size_t{1} << 30);
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  auto before = CachingCpuAllocatorStats();
+  for (std::size_t n : {std::size_t{64}, std::size_t{1} << 20, kLargeBlock, kLargeBlock + 1}) {
+    void* p = allocator->raw_allocate(n);
+    REQUIRE(p != nullptr);
+    static_cast<char*>(p)[n - 1] = 1;
+    allocator->raw_deallocate(p);
+  }
+  CHECK(CachingCpuAllocatorStats().in_use == before.in_use);
+}
+
+TEST_CASE("cpu allocator: threads allocate and free large blocks at once", "[allocator]") {
+  ScopedLimit limit(std::size_t{256} << 20);
+  auto before = CachingCpuAllocatorStats();
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &wrong] {
+      for (int i = 0; i < 40; ++i) {
+        const int64_t n = static_cast<int64_t>(kLargeBlock / 8) + (i % 3) * 300000;
+        at::Tensor x = at::full({n}, static_cast<double>(t * 1000 + i), at::kDouble);
+        if (x[n - 1].item<double>() != t * 1000 + i) ++wrong[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(wrong == std::vector<int>(4, 0));
+  auto after = CachingCpuAllocatorStats();
+  CHECK(after.in_use == before.in_use);
+  CHECK(after.hits + after.misses == before.hits + before.misses + 160);
+  CHECK(after.cached <= after.limit);
+}
+
+TEST_CASE("cpu allocator: VTRUN_ALLOC_CACHE sets the limit, and a malformed one names the variable",
+          "[allocator]") {
+  {
+    ScopedEnv env("VTRUN_ALLOC_CACHE", std::nullopt);
+    CHECK(vt::AllocatorCacheLimitFromEnvironment() > 0);  // a quarter of the memory
+  }
+  const std::pair<const char*, std::size_t> good[] = {
+      {"off", 0},
+      {"0", 0},
+      {"1024", 1024},
+      {"512M", std::size_t{512} << 20},
+      {"3g", std::size_t{3} << 30},
+      {"64K", std::size_t{64} << 10},
+  };
+  for (const auto& [text, bytes] : good) {
+    ScopedEnv env("VTRUN_ALLOC_CACHE", std::string(text));
+    CHECK(vt::AllocatorCacheLimitFromEnvironment() == bytes);
+  }
+  for (const char* text : {"abc", "12X", "-1", "1.5G", "G", " 1G", "1GB", "99999999999999999999",
+                           "18446744073709551615G"}) {
+    ScopedEnv env("VTRUN_ALLOC_CACHE", std::string(text));
+    INFO(text);
+    CHECK_THROWS_WITH(vt::AllocatorCacheLimitFromEnvironment(),
+                      Catch::Contains("VTRUN_ALLOC_CACHE") && Catch::Contains(text) &&
+                          Catch::Contains("K, M or G"));
+  }
+}
