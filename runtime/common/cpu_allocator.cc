@@ -5,6 +5,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,9 +46,25 @@ void* MapAligned(std::size_t bytes) {
 }
 
 // The cache of large blocks; the allocator below puts it behind c10::Allocator.
+// Physical memory and swap, in bytes (the most one block could ever be backed by).
+std::size_t MachineMemory() {
+  static const std::size_t bytes = [] {
+    struct sysinfo info {};
+    if (sysinfo(&info) != 0) return ~std::size_t{0};
+    return (static_cast<std::size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+  }();
+  return bytes;
+}
+
 class LargeBlockCache {
  public:
   void* Take(std::size_t bytes) {
+    // Where the kernel overcommits (vm.overcommit_memory = 1, as on some GPU hosts), mapping
+    // more than the machine has succeeds, and the process is killed when it writes the block.
+    TORCH_CHECK_WITH(OutOfMemoryError, bytes <= MachineMemory(),
+                     "CPU allocator: cannot allocate memory: ", bytes,
+                     " bytes is more than this machine's memory and swap (", MachineMemory(),
+                     " bytes)");
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = free_.find(bytes);

@@ -6,9 +6,12 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -144,7 +147,31 @@ TEST_CASE(
   ScopedLimit limit(std::size_t{1} << 30);
   Bytes(kLargeBlock).reset();
   REQUIRE(CachingCpuAllocatorStats().cached > 0);
+  // More than the machine has is refused before mapping: where the kernel overcommits, the
+  // mapping would succeed and the process be killed when it writes the block.
   CHECK_THROWS_AS(Bytes(std::size_t{1} << 50), c10::OutOfMemoryError);
+  CHECK_THROWS_WITH(Bytes(std::size_t{1} << 50),
+                    Catch::Contains("more than this machine's memory"));
+  CHECK(CachingCpuAllocatorStats().cached > 0);
+
+  // A mapping the system refuses (here: this process's address space capped just above what
+  // it maps now) releases the cache, tries again, then fails as LibTorch's allocator does.
+  long pages = 0;
+  std::ifstream("/proc/self/statm") >> pages;
+  REQUIRE(pages > 0);
+  rlimit old{};
+  REQUIRE(getrlimit(RLIMIT_AS, &old) == 0);
+  rlimit tight = old;
+  tight.rlim_cur = static_cast<rlim_t>(pages) * sysconf(_SC_PAGE_SIZE) + (std::size_t{64} << 20);
+  REQUIRE(setrlimit(RLIMIT_AS, &tight) == 0);
+  bool threw = false;
+  try {
+    Bytes(std::size_t{1} << 30);
+  } catch (const c10::OutOfMemoryError& e) {
+    threw = std::string(e.what()).find("cannot allocate memory") != std::string::npos;
+  }
+  REQUIRE(setrlimit(RLIMIT_AS, &old) == 0);
+  CHECK(threw);
   CHECK(CachingCpuAllocatorStats().cached == 0);
 }
 
