@@ -58,13 +58,8 @@ std::size_t MachineMemory() {
 
 class LargeBlockCache {
  public:
+  // A block of `bytes` (a size class), from the cache or newly mapped.
   void* Take(std::size_t bytes) {
-    // Where the kernel overcommits (vm.overcommit_memory = 1, as on some GPU hosts), mapping
-    // more than the machine has succeeds, and the process is killed when it writes the block.
-    TORCH_CHECK_WITH(OutOfMemoryError, bytes <= MachineMemory(),
-                     "CPU allocator: cannot allocate memory: ", bytes,
-                     " bytes is more than this machine's memory and swap (", MachineMemory(),
-                     " bytes)");
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = free_.find(bytes);
@@ -199,6 +194,12 @@ void DeleteAny(void* ptr) {
 
 c10::DataPtr Allocate(std::size_t n) {
   if (n < kLargeBlock) return fallback->allocate(n);
+  // Where the kernel overcommits (vm.overcommit_memory = 1, as on some GPU hosts), mapping
+  // more than the machine has succeeds, and the process is killed when it writes the block.
+  // (Checked before rounding up to a size class, which could overflow.)
+  TORCH_CHECK_WITH(OutOfMemoryError, n <= MachineMemory(), "CPU allocator: cannot allocate memory: ",
+                   n, " bytes is more than this machine's memory and swap (", MachineMemory(),
+                   " bytes)");
   void* block = cache->Take(SizeClassOf(n));
   return {block, block, &DeleteLarge, c10::Device(c10::DeviceType::CPU)};
 }

@@ -34,8 +34,9 @@ struct CpuAllocatorStats {
 };
 
 // The cache limit from `VTRUN_ALLOC_CACHE`: a byte count with an optional K, M or G suffix
-// (powers of 1024), "0" or "off" for no cache; unset or empty: a quarter of the physical
-// memory. Throws vt::Error naming the variable and the allowed forms otherwise.
+// (powers of 1024), "0" or "off" for none (InitializeRuntime then leaves LibTorch's default
+// allocator in place); unset or empty: a quarter of the physical memory. Throws vt::Error
+// naming the variable and the allowed forms otherwise.
 std::size_t AllocatorCacheLimitFromEnvironment();
 
 // Makes the caching allocator ATen's CPU allocator, with `limit` bytes of cache (0: large

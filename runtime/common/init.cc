@@ -26,7 +26,10 @@ void InitializeRuntime() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 64 << 20);
-  InstallCachingCpuAllocator(AllocatorCacheLimitFromEnvironment());
+  // VTRUN_ALLOC_CACHE=off leaves LibTorch's default allocator in place.
+  if (std::size_t limit = AllocatorCacheLimitFromEnvironment(); limit > 0) {
+    InstallCachingCpuAllocator(limit);
+  }
   c10::set_default_dtype(caffe2::TypeMeta::Make<double>());
   ConfigureThreadsFromEnvironment();
   BackgroundAllowedByEnvironment();  // a bad VTRUN_BACKGROUND fails at startup, not mid-run

@@ -126,6 +126,9 @@ TEST_CASE(
   r = RunProcess({VTRUN_BINARY, "-e", "local m = vt.memory() print(m.caching, m.cache_limit)"}, "",
                  {{"VTRUN_ALLOC_CACHE", "256M"}});
   CHECK(r.out == "true\t268435456\n");
+  r = RunProcess({VTRUN_BINARY, "-e", "print(vt.memory().caching)"}, "",
+                 {{"VTRUN_ALLOC_CACHE", "off"}});
+  CHECK(r.out == "false\n");
   r = RunProcess({VTRUN_BINARY, "-e", "print(1)"}, "", {{"VTRUN_ALLOC_CACHE", "lots"}});
   CHECK(r.exit_code == 1);
   CHECK_THAT(r.err, Contains("VTRUN_ALLOC_CACHE must be a byte count with an optional K, M or G "

@@ -152,6 +152,8 @@ TEST_CASE(
   CHECK_THROWS_AS(Bytes(std::size_t{1} << 50), c10::OutOfMemoryError);
   CHECK_THROWS_WITH(Bytes(std::size_t{1} << 50),
                     Catch::Contains("more than this machine's memory"));
+  // Even where rounding up to a size class would overflow.
+  CHECK_THROWS_AS(c10::GetCPUAllocator()->raw_allocate(~std::size_t{0}), c10::OutOfMemoryError);
   CHECK(CachingCpuAllocatorStats().cached > 0);
 
   // A mapping the system refuses (here: this process's address space capped just above what
