@@ -86,16 +86,19 @@ local function median(t)
   return n % 2 == 1 and c[(n + 1) / 2] or (c[n / 2] + c[n / 2 + 1]) / 2
 end
 
--- Seconds per step of `runner` (median over `steps` steps after one warm-up step) and its
+-- Seconds per step of `runner` (median over `steps` steps after two warm-up steps) and its
 -- log bytes, logged entries and rounded values per step (means). With `torch64`, the
 -- LibTorch FP64 baseline takes a step after each of the runner's, and its median is returned
 -- too: each ratio is measured over the same stretch of time, so a drift in the machine's
 -- speed (other load, clock frequency) moves both sides. CPU seconds (all threads) per step
 -- of the runner, from os.clock: above its wall time when a background thread helps (a
 -- trainer encodes its records and writes its store beside the step).
+local warmup = 2  -- steps before timing (vtrun's FP64 GPT-2 small touches 1.3 GB more memory in its second)
 local function time_steps(runner, torch64)
-  runner:step()
-  if torch64 then torch64:step() end
+  for _ = 1, warmup do
+    runner:step()
+    if torch64 then torch64:step() end
+  end
   local own, base = {}, {}
   local bytes, logged, elements, cpu = 0, 0, 0, 0
   for i = 1, steps do
@@ -124,16 +127,17 @@ local function calibrated_round(spec, data, passes)
 end
 
 local results = {}
-print(string.format("%d timed steps per arm after one warm-up step, profile %s, %d threads", steps, profile, vt.threads()))
+print(string.format("%d timed steps per arm after %d warm-up steps, profile %s, %d threads", steps, warmup, profile,
+                    vt.threads()))
 print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s %12s %10s", "model", "window",
                     "torch32 s", "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64",
                     "tr/fp64", "au/fp64", "tr cpu s", "log B/step", "logged %"))
 for _, m in ipairs(models) do
-  -- The run is two steps longer than what is timed, so no checkpoint falls in the timed
-  -- window (checkpoint hashing is measured by scripts/bench/store.lua).
+  -- The run is longer than the warm-up and the timed steps, so no checkpoint falls in the
+  -- timed window (checkpoint hashing is measured by scripts/bench/store.lua).
   local function make_spec(round)
-    return vt.spec{model = m.model, data = m.data, optim = m.optim, batch = m.batch, steps = steps + 2,
-                   seed = 1, checkpoint_every = steps + 2, round = round}
+    return vt.spec{model = m.model, data = m.data, optim = m.optim, batch = m.batch, steps = steps + warmup + 1,
+                   seed = 1, checkpoint_every = steps + warmup + 1, round = round}
   end
   local spec = make_spec(nil)
   local function plain(mode)
