@@ -45,7 +45,6 @@ void* MapAligned(std::size_t bytes) {
   return block;
 }
 
-// The cache of large blocks; the allocator below puts it behind c10::Allocator.
 // Physical memory and swap, in bytes (the most one block could ever be backed by).
 std::size_t MachineMemory() {
   static const std::size_t bytes = [] {
@@ -56,6 +55,7 @@ std::size_t MachineMemory() {
   return bytes;
 }
 
+// The cache of large blocks; the allocator below puts it behind c10::Allocator.
 class LargeBlockCache {
  public:
   // A block of `bytes` (a size class), from the cache or newly mapped.
