@@ -197,9 +197,9 @@ c10::DataPtr Allocate(std::size_t n) {
   // Where the kernel overcommits (vm.overcommit_memory = 1, as on some GPU hosts), mapping
   // more than the machine has succeeds, and the process is killed when it writes the block.
   // (Checked before rounding up to a size class, which could overflow.)
-  TORCH_CHECK_WITH(OutOfMemoryError, n <= MachineMemory(), "CPU allocator: cannot allocate memory: ",
-                   n, " bytes is more than this machine's memory and swap (", MachineMemory(),
-                   " bytes)");
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, n <= MachineMemory(), "CPU allocator: cannot allocate memory: ", n,
+      " bytes is more than this machine's memory and swap (", MachineMemory(), " bytes)");
   void* block = cache->Take(SizeClassOf(n));
   return {block, block, &DeleteLarge, c10::Device(c10::DeviceType::CPU)};
 }
