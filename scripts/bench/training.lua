@@ -10,7 +10,7 @@
 -- (vt.calibrate over 2 steps on this profile and one other, untimed).
 --
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
---                                    [windows=paper,calibrated]
+--                                    [windows=paper,calibrated] [drain=auto|on|off]
 -- GPT-2 small needs about 12 GB with windows=paper; calibrating it in one process (two
 -- profiles' runs and every boundary's values of a step) needs more than 24 GB.
 -- Each of vtrun's FP64 runners (plain, trainer, auditor) steps in turn with the LibTorch FP64
@@ -23,8 +23,26 @@
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, the rounding kernels'
 -- ratio_to_memcpy, round_log_calibrated_ratio and replay_ratio, then per model.
-local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated"}, arg)
+local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated", drain = "auto"},
+                  arg)
 local steps, profile = a.steps, a.profile
+-- A trainer or auditor writes each step into its store on a background thread while the next
+-- step computes. Paired with the baseline, that "next step" is LibTorch's: with no idle CPU
+-- (LibTorch's threads as many as the CPUs), the write slowed the baseline's step instead of
+-- the runner's (ResNet-50 on 2 threads: LibTorch's step 1.49-1.52 s beside the paper window's
+-- runners, 1.34-1.36 s beside the calibrated ones, whose logs are 1000x smaller). Draining
+-- waits for the write after each runner step and counts the wait as the runner's. With an idle
+-- CPU the write runs there during a real run's next step, so "auto" drains only without one.
+if a.drain ~= "auto" and a.drain ~= "on" and a.drain ~= "off" then
+  error("bench/training: drain must be auto, on or off, got '" .. tostring(a.drain) .. "'", 0)
+end
+local function cpu_count()
+  local p = io.popen("nproc 2>/dev/null")
+  local n = p and tonumber(p:read("*l"))
+  if p then p:close() end
+  return n or 1
+end
+local drain = a.drain == "on" or (a.drain == "auto" and vt.threads() >= cpu_count())
 io.stdout:setvbuf("line")  -- long runs (GPT-2 small) show each row as it is measured
 local corpus = vt.corpus
 
@@ -94,7 +112,7 @@ end
 -- of the runner, from os.clock: above its wall time when a background thread helps (a
 -- trainer encodes its records and writes its store beside the step).
 local warmup = 2  -- steps before timing (vtrun's FP64 GPT-2 small touches 1.3 GB more memory in its second)
-local function time_steps(runner, torch64)
+local function time_steps(runner, torch64, store)
   for _ = 1, warmup do
     runner:step()
     if torch64 then torch64:step() end
@@ -104,6 +122,7 @@ local function time_steps(runner, torch64)
   for i = 1, steps do
     local c0, t0 = os.clock(), clock()
     local r = runner:step()
+    if drain and store then store:runs() end  -- any call on the store waits for the step's write
     own[i] = clock() - t0
     cpu = cpu + os.clock() - c0
     if type(r) == "table" and r.log_bytes ~= nil then
@@ -127,8 +146,9 @@ local function calibrated_round(spec, data, passes)
 end
 
 local results = {}
-print(string.format("%d timed steps per arm after %d warm-up steps, profile %s, %d threads", steps, warmup, profile,
-                    vt.threads()))
+print(string.format("%d timed steps per arm after %d warm-up steps, profile %s, %d threads, store writes %s", steps,
+                    warmup, profile, vt.threads(),
+                    drain and "drained after each step (counted as the runner's)" or "left to overlap"))
 print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s %12s %10s", "model", "window",
                     "torch32 s", "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64",
                     "tr/fp64", "au/fp64", "tr cpu s", "log B/step", "logged %"))
@@ -160,13 +180,15 @@ for _, m in ipairs(models) do
   for _, window in ipairs(windows) do
     local wspec = window == "paper" and spec or make_spec(calibrated_round(spec, m.data, m.calibration_passes))
     local dir = workdir .. "/" .. m.name .. "-" .. window
-    local trainer = vt.trainer{spec = wspec, data = m.data, profile = profile, store = vt.store.open(dir .. "-t")}
-    local t = time_steps(trainer, torch)
+    local trainer_store = vt.store.open(dir .. "-t")
+    local trainer = vt.trainer{spec = wspec, data = m.data, profile = profile, store = trainer_store}
+    local t = time_steps(trainer, torch, trainer_store)
+    local auditor_store = vt.store.open(dir .. "-a")
     local auditor = vt.auditor{spec = wspec, data = m.data, logs = trainer, profile = profile,
-                               store = vt.store.open(dir .. "-a")}
+                               store = auditor_store}
     trainer = nil  -- the auditor keeps the trainer's store; the model's memory can go
     collectgarbage("collect")
-    local a = time_steps(auditor, torch)
+    local a = time_steps(auditor, torch, auditor_store)
     local tr, au = t.s, a.s
     local prefix = window == "paper" and "" or "calibrated_"
     row[prefix .. "trainer_over_torch_fp64"] = tr / t.torch64_s
