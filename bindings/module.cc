@@ -3,7 +3,6 @@
 #include <luajit.h>
 
 #include <chrono>
-#include <utility>
 
 #include "bindings/lua_support.h"
 #include "bindings/nn.h"
@@ -52,19 +51,13 @@ int Memory(lua_State* L) {
   lua_newtable(L);
   lua_pushboolean(L, s.installed);
   lua_setfield(L, -2, "caching");
-  const std::pair<const char*, double> fields[] = {
-      {"cache_limit", static_cast<double>(s.limit)},
-      {"cached", static_cast<double>(s.cached)},
-      {"in_use", static_cast<double>(s.in_use)},
-      {"hits", static_cast<double>(s.hits)},
-      {"misses", static_cast<double>(s.misses)},
-      {"evicted", static_cast<double>(s.evicted)},
-      {"large_block", static_cast<double>(kLargeBlock)},
-  };
-  for (const auto& [name, value] : fields) {
-    lua_pushnumber(L, value);
-    lua_setfield(L, -2, name);
-  }
+  SetNumbers(L, {{"cache_limit", static_cast<double>(s.limit)},
+                 {"cached", static_cast<double>(s.cached)},
+                 {"in_use", static_cast<double>(s.in_use)},
+                 {"hits", static_cast<double>(s.hits)},
+                 {"misses", static_cast<double>(s.misses)},
+                 {"evicted", static_cast<double>(s.evicted)},
+                 {"large_block", static_cast<double>(kLargeBlock)}});
   return 1;
 }
 
@@ -72,6 +65,11 @@ int Memory(lua_State* L) {
 int ReleaseMemory(lua_State* L) {
   ReleaseCachedCpuBlocks();
   return 0;
+}
+
+int Cpus(lua_State* L) {
+  lua_pushnumber(L, AvailableCpus());
+  return 1;
 }
 
 int SetThreadsFn(lua_State* L) {
@@ -87,9 +85,13 @@ int SetThreadsFn(lua_State* L) {
 
 void OpenSystem(lua_State* L) {
   const luaL_Reg funcs[] = {
-      {"version", Version}, {"threads", GetThreads},
-      {"clock", Clock},     {"set_threads", SetThreadsFn},
-      {"memory", Memory},   {"release_memory", ReleaseMemory},
+      {"version", Version},
+      {"cpus", Cpus},
+      {"threads", GetThreads},
+      {"clock", Clock},
+      {"set_threads", SetThreadsFn},
+      {"memory", Memory},
+      {"release_memory", ReleaseMemory},
       {nullptr, nullptr},
   };
   SetFuncs(L, funcs);

@@ -20,7 +20,8 @@
 
 namespace vt {
 
-// Requests of at least this many bytes are served from, and returned to, the cache.
+// Requests of at least this many bytes are served from, and returned to, the cache: glibc's
+// largest mmap threshold, below which InitializeRuntime keeps freed memory in glibc's heap.
 constexpr std::size_t kLargeBlock = std::size_t{32} << 20;
 
 struct CpuAllocatorStats {

@@ -23,7 +23,7 @@ void InitializeRuntime() {
   // heap (no trimming, mmap only above glibc's 32 MiB maximum threshold) so buffers are
   // reused instead of page-faulted in again; ATen's buffers above that size are kept by the
   // caching allocator (cpu_allocator.h).
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kLargeBlock));
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   mallopt(M_TOP_PAD, 64 << 20);
   // VTRUN_ALLOC_CACHE=off leaves LibTorch's default allocator in place.

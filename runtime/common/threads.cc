@@ -42,6 +42,13 @@ void SetThreads(int n) {
 
 int Threads() { return at::get_num_threads(); }
 
+int AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
 bool BackgroundAllowedByEnvironment() {
   const char* env = std::getenv("VTRUN_BACKGROUND");
   const std::string value = env == nullptr ? "" : env;
@@ -50,10 +57,7 @@ bool BackgroundAllowedByEnvironment() {
   if (value != "idle") {
     throw Error("VTRUN_BACKGROUND must be 'on', 'idle' or 'off', got '" + value + "'");
   }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
-  return CPU_COUNT(&set) > at::get_num_threads();
+  return AvailableCpus() > at::get_num_threads();
 }
 
 }  // namespace vt

@@ -19,6 +19,9 @@ void SetThreads(int n);
 // LibTorch's current intra-op thread count.
 int Threads();
 
+// The CPUs this process may run on (its affinity mask; 1 if that cannot be read).
+int AvailableCpus();
+
 // Whether work beside a step (encoding records, reading them ahead, writing a step behind) may
 // run on a background thread when its option says "auto": `VTRUN_BACKGROUND` = "on" (the
 // default), "idle" (only when a CPU is idle: LibTorch's threads fewer than the CPUs this

@@ -36,13 +36,7 @@ local steps, profile = a.steps, a.profile
 if a.drain ~= "auto" and a.drain ~= "on" and a.drain ~= "off" then
   error("bench/training: drain must be auto, on or off, got '" .. tostring(a.drain) .. "'", 0)
 end
-local function cpu_count()
-  local p = io.popen("nproc 2>/dev/null")
-  local n = p and tonumber(p:read("*l"))
-  if p then p:close() end
-  return n or 1
-end
-local drain = a.drain == "on" or (a.drain == "auto" and vt.threads() >= cpu_count())
+local drain = a.drain == "on" or (a.drain == "auto" and vt.threads() >= vt.cpus())
 io.stdout:setvbuf("line")  -- long runs (GPT-2 small) show each row as it is measured
 local corpus = vt.corpus
 

@@ -105,6 +105,9 @@ TEST_CASE(
   CHECK(r.out == "42\n");
   r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads())"}, "", {{"VTRUN_THREADS", "1"}});
   CHECK(r.out == "1\n");
+  // vt.cpus() follows the affinity mask (scripts/bench/training.lua's drain=auto reads it).
+  r = RunProcess({"/usr/bin/taskset", "-c", "0", VTRUN_BINARY, "-e", "print(vt.cpus())"});
+  CHECK(r.out == "1\n");
   // More than one thread: vtrun re-executes itself so idle OpenMP threads sleep, not spin.
   r = RunProcess({VTRUN_BINARY, "-e", "print(vt.threads(), os.getenv('OMP_WAIT_POLICY'))"}, "",
                  {{"VTRUN_THREADS", "2"}});

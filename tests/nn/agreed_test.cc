@@ -21,14 +21,12 @@ using vt::nn::IsAgreed;
 TEST_CASE("layer norm of a value alike everywhere is alike, forward and backward",
           "[nn][magnitude]") {
   at::manual_seed(51);
-  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
-    vt::nn::StepLog log;
-    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
-    vt::nn::StepContext::Scope scope(&c);
+    vt::nn::testing::LoggedStep step;
+    const vt::nn::StepLog& log = step.log;
     at::Tensor x0 = at::randn({4, 16, 32}, at::kDouble).set_requires_grad(true);
-    at::Tensor x = from_boundary ? vt::nn::Boundary(x0, "fc") : x0 * 1.5;
+    at::Tensor x = vt::nn::testing::AlikeOrNot(x0, from_boundary, "fc");
     const at::Tensor w = at::rand({32}, at::kDouble).add_(0.5).set_requires_grad(true);
     const at::Tensor b = at::randn({32}, at::kDouble).set_requires_grad(true);
     const at::Tensor y0 = vt::nn::LayerNormOp(x, w, b, 1e-5, "ln");
@@ -42,10 +40,8 @@ TEST_CASE("layer norm of a value alike everywhere is alike, forward and backward
 
 TEST_CASE("residual sums, forks, embeddings and dropout keep values alike", "[nn][magnitude]") {
   at::manual_seed(52);
-  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
-  vt::nn::StepLog log;
-  vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
-  vt::nn::StepContext::Scope scope(&c);
+  vt::nn::testing::LoggedStep step;
+  vt::nn::StepContext& c = step.context;
   const at::Tensor weight = at::randn({10, 8}, at::kDouble).set_requires_grad(true);
   const at::Tensor positions = at::randn({5, 8}, at::kDouble).set_requires_grad(true);
   const at::Tensor tokens = at::randint(0, 10, {3, 5}, at::kLong);

@@ -106,16 +106,12 @@ TEST_CASE("batch norm's fused passes fall back to ATen on other layouts", "[nn][
 TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, nothing logged",
           "[nn][batch norm]") {
   at::manual_seed(23);
-  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
-    vt::nn::StepLog log;
-    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
-    vt::nn::StepContext::Scope scope(&c);
+    vt::nn::testing::LoggedStep step;
+    const vt::nn::StepLog& log = step.log;
     at::Tensor x0 = at::randn({4, 3, 5, 5}, at::kDouble).set_requires_grad(true);
-    // A boundary's output is offered the zero magnitude; x0 * 1.5 is not (an op of ours that
-    // offers nothing: its value is its own magnitude).
-    at::Tensor x = from_boundary ? vt::nn::Boundary(x0, "conv") : x0 * 1.5;
+    at::Tensor x = vt::nn::testing::AlikeOrNot(x0, from_boundary, "conv");
     const at::Tensor w = at::rand({3}, at::kDouble).add_(0.5).set_requires_grad(true);
     const at::Tensor b = at::randn({3}, at::kDouble).set_requires_grad(true);
     const vt::nn::BatchNormResult bn = vt::nn::BatchNormTrainOp(x, w, b, 1e-5, "bn");
@@ -139,7 +135,7 @@ TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, n
     }
     CHECK(vt::nn::IsAgreed(gx) == from_boundary);
     if (!from_boundary) {
-      const vt::precision::Magnitude m = c.OfferedMagnitudeFor(gx);
+      const vt::precision::Magnitude m = step.context.OfferedMagnitudeFor(gx);
       CHECK((m.defined() && m.computed()));
     }
   }

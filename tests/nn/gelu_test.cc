@@ -171,15 +171,12 @@ TEST_CASE("GELU takes any layout with the same bits, and float32 or no t through
 TEST_CASE("GELU of a boundary's output is alike everywhere: zero window, nothing logged",
           "[nn][gelu]") {
   at::manual_seed(31);
-  const vt::nn::WindowTable windows = vt::nn::testing::AbsoluteWindows();
   for (bool from_boundary : {true, false}) {
     INFO((from_boundary ? "input from a boundary" : "input from elsewhere"));
-    vt::nn::StepLog log;
-    vt::nn::StepContext c(vt::nn::Mode::kLog, &windows, 1, &log);
-    vt::nn::StepContext::Scope scope(&c);
+    vt::nn::testing::LoggedStep step;
+    const vt::nn::StepLog& log = step.log;
     at::Tensor x0 = at::randn({64, 48}, at::kDouble).set_requires_grad(true);
-    // A boundary's output is offered the zero magnitude; x0 * 1.5 is not.
-    at::Tensor x = from_boundary ? vt::nn::Boundary(x0, "fc") : x0 * 1.5;
+    at::Tensor x = vt::nn::testing::AlikeOrNot(x0, from_boundary, "fc");
     const at::Tensor y0 = vt::nn::GeluOp(x);
     CHECK(vt::nn::IsAgreed(y0) == from_boundary);
     const at::Tensor y = vt::nn::Boundary(y0, "gelu");
