@@ -198,26 +198,43 @@ ConvGroups ConvGroupsFor(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t n
   // A group's GEMM packs the whole weight: its columns are at least the weight's size.
   const int64_t group_bytes = std::max(int64_t{1} << 20, out_c * c * kh * kw * element_size);
   const int64_t per_image = std::max<int64_t>(1, c * kh * kw * l * element_size);
+  const int64_t min_images = (kMinColumns + l - 1) / std::max<int64_t>(1, l);
+  const int64_t images = std::max<int64_t>(1, n);
   ConvGroups groups;
   groups.n = n;
   groups.serial = serial;
-  const int64_t per_group = serial ? ImagesPerChunk(c, kh, kw, l, element_size)
-                                   : std::max({int64_t{1}, group_bytes / per_image,
-                                               (kMinColumns + l - 1) / std::max<int64_t>(1, l)});
-  groups.per_group = std::min(std::max<int64_t>(1, n), per_group);
+  if (serial) {
+    const int64_t chunk = ImagesPerChunk(c, kh, kw, l, element_size);
+    groups.groups = (images + chunk - 1) / chunk;
+    return groups;
+  }
+  const int64_t most =
+      std::min(images, std::max({int64_t{1}, group_bytes / per_image, min_images}));
+  const int64_t fewest = (images + most - 1) / most;
+  // Fewer than 8 groups: a power of two, up (smaller groups) unless that leaves a group fewer
+  // than 256 columns, else down (groups up to twice the cache bound) where the images split
+  // evenly. From 8 groups on, threads' shares differ by at most a group.
+  int64_t count = fewest;
+  if (fewest > 1 && fewest < 8) {
+    int64_t up = 1;
+    while (up < fewest) up *= 2;
+    if (up == fewest || (up <= images && images / up >= min_images)) {
+      count = up;
+    } else if (images % (up / 2) == 0) {
+      count = up / 2;
+    }
+  }
+  groups.groups = count;
   return groups;
 }
 
 void ConvGroups::ForEachRun(int64_t runs,
                             const std::function<void(int64_t, int64_t, int64_t)>& f) const {
-  const int64_t groups = count();
-  runs = std::max<int64_t>(1, std::min(runs, groups));
+  const int64_t total = count();
+  runs = std::max<int64_t>(1, std::min(runs, total));
   auto run_range = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t g = r * groups / runs; g < (r + 1) * groups / runs; ++g) {
-        const int64_t first = g * per_group;
-        f(r, first, std::min(per_group, n - first));
-      }
+      for (int64_t g = r * total / runs; g < (r + 1) * total / runs; ++g) f(r, first(g), images(g));
     }
   };
   if (serial || runs < at::get_num_threads() || at::in_parallel_region()) {

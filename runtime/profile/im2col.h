@@ -55,30 +55,36 @@ ConvInputNorms ConvInputNormsOf(const at::Tensor& x, int64_t kh, int64_t kw, int
 // A pure function of the shapes, so chunking is the same on every machine.
 int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t element_size);
 
-// How a convolution splits its batch: groups of `per_group` images whose columns fit a core's
-// cache (about 1 MiB, or the weight's size if larger: each GEMM packs it; at least one image
-// and enough images for 256 columns). ForEach(f) calls
-// f(first, count) for every group; ForEachRun(runs, f) calls f(run, first, count) for every
-// group in order within `runs` contiguous runs of groups (run r: groups [r G / runs,
-// (r + 1) G / runs)), so a caller can add results within a run. With at least as many tasks
-// as LibTorch has threads they run in parallel (a BLAS call inside runs on its task's
-// thread), else in order (a BLAS call uses every thread). The groups and runs are a pure
-// function of the shapes, and a GEMM's element is the same dot product on any thread count,
-// so no result depends on the threads.
+// How a convolution splits its batch: `count` groups of consecutive images, group g the
+// images [g n / count, (g + 1) n / count) (sizes differ by at most one), each group's columns
+// about a core's cache (about 1 MiB, or the weight's size if larger: each GEMM packs it; at
+// least one image and enough images for 256 columns). Fewer than 8 groups are a power of two,
+// so that 2, 4 or 8 threads get equal shares (16 images of 7x7 outputs in three groups of 6, 6
+// and 4 left one of two threads a quarter of the work): rounded up, or down (where smaller
+// groups would have fewer than 256 columns and the images split evenly). ForEach(f) calls f(first,
+// count) for every group; ForEachRun(runs, f) calls f(run, first, count) for every group in order
+// within `runs` contiguous runs of groups (run r: groups [r G / runs, (r + 1) G / runs)), so a
+// caller can add results within a run. With at least as many tasks as LibTorch has threads they run
+// in parallel (a BLAS call inside runs on its task's thread), else in order (a BLAS call uses every
+// thread). The groups and runs are a pure function of the shapes, and a GEMM's element is the same
+// dot product on any thread count, so no result depends on the threads.
 struct ConvGroups {
-  int64_t n = 0;          // images
-  int64_t per_group = 1;  // images per group (the last may have fewer)
-  bool serial = false;    // always in order (a device profile: one stream)
+  int64_t n = 0;        // images
+  int64_t groups = 1;   // groups (at least 1; at most n when n > 0)
+  bool serial = false;  // always in order (a device profile: one stream)
 
-  int64_t count() const { return (n + per_group - 1) / per_group; }
+  int64_t count() const { return n == 0 ? 0 : groups; }
+  int64_t first(int64_t g) const { return g * n / groups; }
+  int64_t images(int64_t g) const { return first(g + 1) - first(g); }
+  int64_t per_group() const { return n == 0 ? 0 : (n + groups - 1) / groups; }  // the largest
   void ForEach(const std::function<void(int64_t first, int64_t count)>& f) const;
   void ForEachRun(int64_t runs,
                   const std::function<void(int64_t run, int64_t first, int64_t count)>& f) const;
 };
 
 // The groups of a convolution of out_c filters over n images of c channels, a kh x kw kernel
-// and l output positions; `serial` (a device profile) takes chunks of ImagesPerChunk images,
-// in order.
+// and l output positions; `serial` (a device profile) takes chunks of at most ImagesPerChunk
+// images, in order.
 ConvGroups ConvGroupsFor(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t n, int64_t out_c,
                          int64_t element_size, bool serial = false);
 

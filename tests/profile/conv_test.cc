@@ -5,6 +5,8 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <mutex>
 #include <optional>
 
 #include "runtime/nn/autograd.h"
@@ -216,13 +218,13 @@ TEST_CASE("ConvInputNormsOf: window norms and tap norms from one pass, on any th
 TEST_CASE("ConvGroups: groups fit the cache, and every image is visited once, runs in order",
           "[conv]") {
   // 16 channels of 28x28, 3x3: 903 KB of columns per image, one image per group.
-  CHECK(vt::ConvGroupsFor(16, 3, 3, 28 * 28, 64, 16, sizeof(double)).per_group == 1);
+  CHECK(vt::ConvGroupsFor(16, 3, 3, 28 * 28, 64, 16, sizeof(double)).per_group() == 1);
   // 4x4 outputs: enough images for 256 columns, and columns at least the weight's 18.9 MB.
-  CHECK(vt::ConvGroupsFor(64, 3, 3, 16, 64, 4, sizeof(double)).per_group == 16);
-  CHECK(vt::ConvGroupsFor(512, 3, 3, 16, 64, 512, sizeof(double)).per_group == 32);
+  CHECK(vt::ConvGroupsFor(64, 3, 3, 16, 64, 4, sizeof(double)).per_group() == 16);
+  CHECK(vt::ConvGroupsFor(512, 3, 3, 16, 64, 512, sizeof(double)).per_group() == 32);
   // Never more images than the batch; a device profile keeps the 16 MiB chunks.
-  CHECK(vt::ConvGroupsFor(1, 1, 1, 4, 3, 1, sizeof(double)).per_group == 3);
-  CHECK(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 9, 8, sizeof(double), true).per_group ==
+  CHECK(vt::ConvGroupsFor(1, 1, 1, 4, 3, 1, sizeof(double)).per_group() == 3);
+  CHECK(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 9, 8, sizeof(double), true).per_group() ==
         vt::ImagesPerChunk(64, 3, 3, 40 * 40, sizeof(double)));
   const int before = at::get_num_threads();
   for (int threads : {1, 2}) {
@@ -230,7 +232,7 @@ TEST_CASE("ConvGroups: groups fit the cache, and every image is visited once, ru
     for (int64_t n : {1, 7, 10, 23}) {
       vt::ConvGroups groups;
       groups.n = n;
-      groups.per_group = 3;
+      groups.groups = (n + 2) / 3;
       for (int64_t runs : {1, 2, 3, 8}) {
         INFO("threads " << threads << " n " << n << " runs " << runs);
         // Per run, the groups it saw, in the order it saw them (each run is one task).
@@ -240,19 +242,67 @@ TEST_CASE("ConvGroups: groups fit the cache, and every image is visited once, ru
           REQUIRE(run < runs);
           seen[static_cast<size_t>(run)].emplace_back(first, count);
         });
-        int64_t next = 0;
+        int64_t next = 0, visited = 0;
         for (const auto& run : seen) {
           for (const auto& [first, count] : run) {
             CHECK(first == next);
-            CHECK(count == std::min<int64_t>(3, n - first));
+            // Sizes differ by at most one: n / groups rounded down or up.
+            CHECK(count >= n / groups.groups);
+            CHECK(count <= groups.per_group());
             next = first + count;
+            ++visited;
           }
         }
         CHECK(next == n);
+        CHECK(visited == groups.count());
       }
     }
   }
   at::set_num_threads(before);
+}
+
+TEST_CASE(
+    "ConvGroups: a batch splits into a power of two of even groups, equal shares for 2 "
+    "threads",
+    "[conv]") {
+  // ResNet-50's 7x7 layers at batch 16: the cache bound allows 6 images (256 channels, 3x3)
+  // and 5 (128 -> 512, 1x1 at 14x14), which made groups of 6, 6, 4 and 5, 5, 5, 1; 10 (1024 ->
+  // 512 at 7x7) made 10 and 6.
+  struct Case {
+    int64_t c, k, l, out_c;
+  };
+  for (const Case& s : {Case{256, 3, 49, 256}, Case{128, 1, 196, 512}, Case{1024, 1, 49, 512},
+                        Case{1024, 1, 49, 256}}) {
+    INFO("c " << s.c << " k " << s.k << " l " << s.l << " out " << s.out_c);
+    const vt::ConvGroups groups =
+        vt::ConvGroupsFor(s.c, s.k, s.k, s.l, 16, s.out_c, sizeof(double));
+    CHECK((groups.count() == 2 || groups.count() == 4));
+    const int before = at::get_num_threads();
+    at::set_num_threads(2);
+    std::mutex mu;
+    std::map<int, int64_t> images_by_thread;
+    groups.ForEach([&](int64_t, int64_t count) {
+      std::lock_guard<std::mutex> lock(mu);
+      images_by_thread[at::get_thread_num()] += count;
+    });
+    at::set_num_threads(before);
+    REQUIRE(images_by_thread.size() == 2);
+    for (const auto& [thread, images] : images_by_thread) CHECK(images == 8);
+  }
+  // Rounding up would leave 12 images of 16 columns (192): rounded down, 2 groups of 24.
+  const vt::ConvGroups down = vt::ConvGroupsFor(64, 3, 3, 16, 48, 4, sizeof(double));
+  CHECK(down.count() == 2);
+  CHECK(down.per_group() == 24);
+  // 52 images, at most 16 a group: 4 groups of 13 (not 16, 16, 16 and 4).
+  const vt::ConvGroups up = vt::ConvGroupsFor(64, 3, 3, 16, 52, 4, sizeof(double));
+  CHECK(up.count() == 4);
+  CHECK(up.images(0) == 13);
+  CHECK(up.images(3) == 13);
+  // An uneven batch: 11 images in 4 groups of 2 or 3 (the cache bound is 5 images of 14x14).
+  const vt::ConvGroups odd = vt::ConvGroupsFor(128, 1, 1, 196, 11, 512, sizeof(double));
+  CHECK(odd.count() == 4);
+  for (int64_t g = 0; g < 4; ++g) CHECK((odd.images(g) == 2 || odd.images(g) == 3));
+  CHECK(odd.first(2) == 5);
 }
 
 TEST_CASE("Conv2dOp's results are the same bits on 1 and 2 threads, over groups and runs",
@@ -325,7 +375,7 @@ TEST_CASE("Conv2dOp backward over several groups of images: gradients and their 
   // 64 channels of 40x40 with a 3x3 kernel: 7.4 MB of columns per image, so the backward
   // pass works on groups of one image and writes each into place.
   vt::ActivateProfile(vt::FindProfile("native"));
-  REQUIRE(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 3, 8, sizeof(double)).per_group == 1);
+  REQUIRE(vt::ConvGroupsFor(64, 3, 3, 40 * 40, 3, 8, sizeof(double)).per_group() == 1);
   at::manual_seed(51);
   at::Tensor x = at::randn({3, 64, 40, 40}, at::kDouble).set_requires_grad(true);
   at::Tensor w = at::randn({8, 64, 3, 3}, at::kDouble).set_requires_grad(true);
