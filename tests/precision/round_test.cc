@@ -470,7 +470,9 @@ TEST_CASE("round and replay: the output's CRC-32C computed as it is written is i
   ThreadGuard threads;
   for (int nthreads : {1, 2}) {
     at::set_num_threads(nthreads);
-    for (int64_t n : {int64_t{0}, int64_t{1}, kBlock - 1, kBlock, kBlock + 1, 3 * kBlock + 5}) {
+    // 9 blocks and a part: two parallel tasks of whole blocks (round.cc's grain is 8 blocks).
+    for (int64_t n :
+         {int64_t{0}, int64_t{1}, kBlock - 1, kBlock, kBlock + 1, 3 * kBlock + 5, 9 * kBlock + 7}) {
       INFO("n=" << n << " threads=" << nthreads);
       std::vector<double> xs;
       for (int64_t i = 0; i < n; ++i) xs.push_back(gen.Any(32) * 1e-3);
