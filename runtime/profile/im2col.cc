@@ -215,10 +215,10 @@ ConvGroups ConvGroupsFor(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t n
   // than 256 columns, else down (groups up to twice the cache bound) where the images split
   // evenly. From 8 groups on, threads' shares differ by at most a group.
   int64_t count = fewest;
-  if (fewest > 1 && fewest < 8) {
-    int64_t up = 1;
-    while (up < fewest) up *= 2;
-    if (up == fewest || (up <= images && images / up >= min_images)) {
+  int64_t up = 1;
+  while (up < fewest) up *= 2;
+  if (fewest < 8 && up != fewest) {
+    if (up <= images && images / up >= min_images) {
       count = up;
     } else if (images % (up / 2) == 0) {
       count = up / 2;

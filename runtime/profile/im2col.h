@@ -60,7 +60,7 @@ int64_t ImagesPerChunk(int64_t c, int64_t kh, int64_t kw, int64_t l, int64_t ele
 // about a core's cache (about 1 MiB, or the weight's size if larger: each GEMM packs it; at
 // least one image and enough images for 256 columns). Fewer than 8 groups are a power of two,
 // so that 2, 4 or 8 threads get equal shares (16 images of 7x7 outputs in three groups of 6, 6
-// and 4 left one of two threads a quarter of the work): rounded up, or down (where smaller
+// and 4 gave one of two threads three quarters of the work): rounded up, or down (where smaller
 // groups would have fewer than 256 columns and the images split evenly). ForEach(f) calls f(first,
 // count) for every group; ForEachRun(runs, f) calls f(run, first, count) for every group in order
 // within `runs` contiguous runs of groups (run r: groups [r G / runs, (r + 1) G / runs)), so a
