@@ -22,7 +22,9 @@ StorePtr& CheckStore(lua_State* L, int idx) {
 int StoreOpen(lua_State* L) {
   const char* api = "vt.store.open";
   std::string path = CheckBytes(L, 1);
-  CheckOptions(L, 2, api, {"read_only", "create", "sync", "compression", "cache_bytes"});
+  CheckOptions(
+      L, 2, api,
+      {"read_only", "create", "sync", "compression", "cache_bytes", "unlogged_step_bytes"});
   store::StoreOptions options;
   options.read_only = OptBoolean(L, 2, api, "read_only").value_or(false);
   options.create_if_missing = OptBoolean(L, 2, api, "create").value_or(true);
@@ -42,6 +44,11 @@ int StoreOpen(lua_State* L) {
   if (cache) {
     if (*cache < 0) Fail(L, api, "option 'cache_bytes' must be >= 0");
     options.block_cache_bytes = static_cast<size_t>(*cache);
+  }
+  std::optional<int64_t> unlogged = OptInteger(L, 2, api, "unlogged_step_bytes");
+  if (unlogged) {
+    if (*unlogged < 0) Fail(L, api, "option 'unlogged_step_bytes' must be >= 0");
+    options.unlogged_step_bytes = static_cast<uint64_t>(*unlogged);
   }
   return Protect(L, api, [&] {
     StorePtr s = store::Store::Open(path, options);

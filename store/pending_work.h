@@ -6,10 +6,24 @@
 // whatever ends the process through exit() (LuaJIT's os.exit without closing its state,
 // std::exit). A killed process is not waited for (the store's batches keep it consistent).
 //
-// Thread safety: tokens may be created and released on any threads.
+// The same handler then runs the exit actions registered with AtExitAfterPendingWork: a
+// writer's flush of the steps it wrote without the write-ahead log, which would otherwise
+// end with the process.
+//
+// Thread safety: tokens may be created and released, and actions registered and cancelled,
+// on any threads.
 #pragma once
 
+#include <functional>
+
 namespace vt::store {
+
+// Runs `action` when the process exits through exit(), after all pending work has ended;
+// `key` names it (registering a key again replaces its action). An action must not call
+// these functions.
+void AtExitAfterPendingWork(const void* key, std::function<void()> action);
+// Forgets the action of `key`, waiting for it if the exit is running it.
+void CancelAtExit(const void* key);
 
 class PendingWork {
  public:

@@ -24,6 +24,7 @@
 
 #include "store/envelope.h"
 #include "store/error.h"
+#include "store/pending_work.h"
 #include "store/records.h"
 #include "store/remove_tree.h"
 #include "store/store_internal.h"
@@ -250,6 +251,10 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
   db.info_log = std::make_shared<NullLogger>();
   // Reopening after a crash replays the WAL into memtables instead of flushing tiny files.
   db.avoid_flush_during_recovery = true;
+  // Steps written without the WAL (StoreOptions::unlogged_step_bytes) survive a crash only
+  // in SST files; flushing every family together keeps what survives a prefix of the
+  // batches (a step's log records never without its marker and progress, or the reverse).
+  db.atomic_flush = true;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfds;
   for (Family f : kAllFamilies) {
@@ -364,6 +369,7 @@ Store::Handles::~Handles() {
 }
 
 void Store::Close() {
+  CancelAtExit(this);  // before mu_: an exit flushing this store holds the actions' lock
   // A step written behind goes in first, and no other is handed over after it; if it failed,
   // the store still closes, then says so. behind_mu_ is let go before waiting for the calls in
   // flight: one of them may itself wait for a write behind.
@@ -392,8 +398,9 @@ void Store::Close() {
   std::string failed = behind_failed;
   if (!flushed.ok()) {
     failed += (failed.empty() ? "" : "; and ") + std::string("store '") + path_ +
-              "' closed, but flushing it to SST files failed (what was written stays in the "
-              "write-ahead log and is recovered by the next open): " +
+              "' closed, but flushing it to SST files failed (what went through the "
+              "write-ahead log is recovered by the next open; steps written without it since "
+              "the last flush are lost, and their run resumes from its last checkpoint): " +
               flushed.ToString();
   }
   if (!failed.empty()) throw Error(failed);
@@ -514,8 +521,35 @@ std::optional<std::string> Store::GetSealed(Family f, std::string_view key,
 }
 
 void Store::WriteBatchOrThrow(rocksdb::WriteBatch* batch, const char* what) {
+  if (unlogged_pending_) {
+    // Replaying this batch from the WAL after a crash must not bring back a leaf or a
+    // rollback without the unlogged steps before it.
+    rocksdb::Status s = FlushAll();
+    if (!s.ok()) {
+      throw Error("store '" + path_ + "': writing " + what +
+                  " failed: flushing the steps written before it failed: " + s.ToString());
+    }
+    unlogged_pending_ = false;
+  }
   rocksdb::WriteOptions wo;
   wo.sync = options_.sync;
+  rocksdb::Status s = h_->db->Write(wo, batch);
+  if (!s.ok()) throw Error("store '" + path_ + "': writing " + what + " failed: " + s.ToString());
+}
+
+void Store::WriteUnloggedOrThrow(rocksdb::WriteBatch* batch, const char* what) {
+  if (!flush_at_exit_) {
+    // A script that ends with os.exit(code, false) never closes its stores: the exit flushes
+    // the unlogged steps (after a step still being written behind), as the WAL kept them.
+    AtExitAfterPendingWork(this, [this] {
+      std::shared_lock<std::shared_mutex> lock(mu_);
+      if (h_) FlushAll();
+    });
+    flush_at_exit_ = true;
+  }
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  unlogged_pending_ = true;  // before the write: a failed one may have reached a memtable
   rocksdb::Status s = h_->db->Write(wo, batch);
   if (!s.ok()) throw Error("store '" + path_ + "': writing " + what + " failed: " + s.ToString());
 }

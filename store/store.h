@@ -75,6 +75,14 @@ struct StoreOptions {
   Compression log_compression = Compression::kZstd;
   // Shared RocksDB block cache. Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
+  // A step whose log records hold at least this many bytes skips the write-ahead log (not
+  // with `sync`): it becomes durable when the memtables are flushed, which the store does
+  // before any write that goes through the WAL (a leaf, a rollback, a new run...), on close
+  // and whenever a memtable fills, all column families at once (RocksDB's atomic flush), so
+  // a crash still leaves a prefix of the batches, shorter by the steps since the last
+  // flush. Writing those bytes to the WAL copied every log byte into the page cache once
+  // more than the flush does (store/FORMAT.md, "Write batches: what is atomic"). Default: 1 MiB.
+  uint64_t unlogged_step_bytes = uint64_t{1} << 20;
 };
 
 // What a run is created with.
@@ -292,7 +300,12 @@ class Store {
                                     const rocksdb::Snapshot* snap = nullptr) const;
   std::optional<std::string> GetSealed(Family f, std::string_view key,
                                        const rocksdb::Snapshot* snap = nullptr) const;
+  // Writes `batch` through the WAL, flushing first if unlogged steps are not yet durable
+  // (a WAL batch must never outlive a batch written before it). Call with write_mu_ held
+  // (or before the store is shared, at open).
   void WriteBatchOrThrow(rocksdb::WriteBatch* batch, const char* what);
+  // Writes a step's batch without the WAL (StoreOptions::unlogged_step_bytes).
+  void WriteUnloggedOrThrow(rocksdb::WriteBatch* batch, const char* what);
   RunInfo LoadRun(std::string_view id) const;   // throws if absent
   RunState& WriterState(std::string_view run);  // call with write_mu_ held
   LeafRecord LeafOrThrow(std::string_view run, uint64_t leaf) const;
@@ -306,6 +319,9 @@ class Store {
 
   mutable std::shared_mutex mu_;  // shared: any call; exclusive: Close, Refresh
   std::mutex write_mu_;           // serializes writers
+  // A batch went in without the WAL and no flush has made it durable since (write_mu_).
+  bool unlogged_pending_ = false;
+  bool flush_at_exit_ = false;  // registered with AtExitAfterPendingWork (write_mu_)
   // The step written behind (WriteStepBehind), what it is ("step 5 of run 'r'"), and the error
   // of one that failed (then every call throws it). behind_mu_ comes before mu_ and write_mu_.
   mutable std::mutex behind_mu_;

@@ -188,7 +188,11 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   ProgressRecord p{step, st.info.leaves, chain.value()};
   PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
             EncodeProgress(p));
-  WriteBatchOrThrow(&batch, "a step");
+  if (!options_.sync && value_bytes >= options_.unlogged_step_bytes) {
+    WriteUnloggedOrThrow(&batch, "a step");
+  } else {
+    WriteBatchOrThrow(&batch, "a step");
+  }
   st.info.steps_written = step;
   st.chain = chain;
   return marker.digest;

@@ -3,19 +3,21 @@
 -- the last checkpoint after being killed. Prints "ready" once the store is open and rolled
 -- back, "done <root>" at the end.
 --
---   vtrun tests/store/crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT]
+--   vtrun tests/store/crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT] [UNLOGGED]
 --
 -- Every byte depends only on (SEED, step or leaf), so an interrupted and resumed run must end
 -- with the same root as an uninterrupted one. PAUSE_MS (default 0) sleeps after each step,
 -- for a slow writer that readers can watch. HOLD_AT: after step HOLD_AT (and its checkpoint,
 -- if one is due) print "holding" and sleep until killed, with the store still open, so a
--- test can kill the writer at a known point (reliability_test.cc).
-local dir = assert(arg[1], "usage: crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT]")
+-- test can kill the writer at a known point (reliability_test.cc). UNLOGGED: the store's
+-- unlogged_step_bytes (0: every step skips the write-ahead log).
+local dir = assert(arg[1], "usage: crash_writer.lua DIR SEED [STEPS] [K] [PAUSE_MS] [HOLD_AT] [UNLOGGED]")
 local seed = assert(tonumber(arg[2]), "SEED must be a number")
 local n = tonumber(arg[3] or "240")
 local k = tonumber(arg[4] or "7")
 local pause_ms = tonumber(arg[5] or "0")
 local hold_at = tonumber(arg[6] or "-1")
+local unlogged = arg[7] and tonumber(arg[7])
 local sha = vt.store.sha256
 
 -- `len` deterministic bytes derived from `tag` (hex text of a SHA-256 chain).
@@ -77,7 +79,7 @@ local function sleep_ms(ms)
   if ms > 0 then ffi.C.usleep(ms * 1000) end
 end
 
-local store = vt.store.open(dir)
+local store = vt.store.open(dir, {unlogged_step_bytes = unlogged})
 local run = store:run("crash")
 if run == nil then
   run = store:create_run("crash", {spec = string.format("crash-writer seed=%d n=%d k=%d", seed, n, k),
