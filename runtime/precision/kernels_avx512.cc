@@ -144,6 +144,21 @@ VT_AVX512 inline __mmask8 WideLanes(const Lanes& l, __m512d w) {
 
 VT_AVX512 inline int Count(__mmask8 m) { return __builtin_popcount(static_cast<unsigned>(m)); }
 
+// Counts kept per lane and summed at the end: a masked vector add per group, where Count
+// needs a mask move to a general register, the popcount and an add (mask moves and logic
+// were what bounded the kernels' integer paths).
+VT_AVX512 inline __m512i CountLanes(__m512i counts, __mmask8 m) {
+  return _mm512_mask_sub_epi64(counts, m, counts, _mm512_set1_epi64(-1));
+}
+
+VT_AVX512 inline int64_t SumLanes(__m512i v) {
+  alignas(64) int64_t lanes[8];
+  _mm512_store_si512(lanes, v);
+  int64_t sum = 0;
+  for (int64_t lane : lanes) sum += lane;
+  return sum;
+}
+
 VT_AVX512 inline __mmask8 TailMask(int64_t left) {
   return left >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << left) - 1);
 }
@@ -241,7 +256,7 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
       _mm512_sub_epi64(l->u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
       _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
   l->zero = _mm512_testn_epi64_mask(l->u, l->u);
-  if (static_cast<__mmask8>(normal | l->zero) != 0xff) return false;
+  if (!_kortestc_mask8_u8(normal, l->zero)) return false;  // some lane neither normal nor zero
   const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(l->u, b.shift), _mm512_set1_epi64(1));
   l->r = _mm512_andnot_si512(b.low_mask,
                              _mm512_add_epi64(_mm512_add_epi64(l->u, b.half_minus_1), lsb));
@@ -278,7 +293,7 @@ VT_AVX512 inline bool AbsoluteBits8(const BitsWindow& b, const KernelParams& p, 
 template <Shape kShape, Mag kMag>
 VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, const double* x,
                                     const double* mag, double* out, __mmask8 valid, __m512i* max_r,
-                                    int64_t* steerable, __mmask8* bad_m, __m128i* states) {
+                                    __m512i* lane_steerable, __mmask8* bad_m, __m128i* states) {
   BitLanes l;
   if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
@@ -296,11 +311,44 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
     if (zero != 0) steer |= _mm512_mask_cmp_pd_mask(zero, w, b.zero_quarter, _CMP_GT_OQ);
   }
   *max_r = _mm512_max_epu64(*max_r, l.r);
-  *steerable += Count(steer);
-  const __mmask8 dir_up = static_cast<__mmask8>(l.up ^ _mm512_test_epi64_mask(l.sign, l.sign));
-  const __m512i s = _mm512_maskz_mov_epi64(
-      logged, _mm512_mask_mov_epi64(_mm512_set1_epi64(1), dir_up, _mm512_set1_epi64(2)));
+  *lane_steerable = CountLanes(*lane_steerable, steer);
+  // DOWN (1) or UP (2) by the direction of x: 1 + ((r > u) ^ sign), r > u as u - r wrapping.
+  const __m512i dir_up = _mm512_xor_si512(_mm512_srli_epi64(_mm512_sub_epi64(l.u, l.r), 63),
+                                          _mm512_srli_epi64(l.sign, 63));
+  const __m512i s = _mm512_maskz_add_epi64(logged, dir_up, _mm512_set1_epi64(1));
   _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+  *states = _mm512_cvtepi64_epi8(s);
+  return true;
+}
+
+// RoundLogBits8 for the relative window with its steerable count per lane (summed at the end)
+// and the states formed in vectors: no mask moves or popcounts, which made the mask logic
+// the bottleneck. The same results; false, writing nothing, when a lane is neither zero nor
+// normal.
+VT_AVX512 inline bool RoundLogRelative8(const BitsWindow& b, const double* x, double* out,
+                                        __mmask8 valid, __m512i* max_r, __m512i* lane_steerable,
+                                        __m128i* states) {
+  const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
+  const __m512i sign = _mm512_and_si512(ux, _mm512_set1_epi64(static_cast<long long>(kSignBit)));
+  const __m512i u = _mm512_xor_si512(ux, sign);
+  const uint64_t min_normal = kMinNormalExponent << 52;
+  const __mmask8 normal = _mm512_cmplt_epu64_mask(
+      _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
+      _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
+  if (!_kortestc_mask8_u8(normal, _mm512_testn_epi64_mask(u, u))) return false;
+  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
+  const __m512i r =
+      _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
+  const __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(_mm512_and_si512(u, b.low_mask), b.half));
+  const __mmask8 off = _mm512_mask_test_epi64_mask(valid, u, b.low_mask);
+  const __mmask8 logged = _mm512_mask_cmple_epi64_mask(off, dist, b.w1);
+  *lane_steerable = CountLanes(*lane_steerable, _mm512_mask_cmple_epi64_mask(off, dist, b.w2));
+  *max_r = _mm512_max_epu64(*max_r, r);
+  // DOWN (1) or UP (2) by the direction of x: 1 + ((r > u) ^ sign), r > u as u - r wrapping.
+  const __m512i up = _mm512_srli_epi64(_mm512_sub_epi64(u, r), 63);
+  const __m512i s = _mm512_maskz_add_epi64(logged, _mm512_xor_si512(up, _mm512_srli_epi64(ux, 63)),
+                                           _mm512_set1_epi64(1));
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(r, sign));
   *states = _mm512_cvtepi64_epi8(s);
   return true;
 }
@@ -395,11 +443,16 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   RoundTally t;
   int64_t steerable = 0;
   const BitsWindow bits = MakeBitsWindow<kShape>(p);  // not usable for kGeneral
+  __m512i lane_steerable = _mm512_setzero_si512();
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     __m128i s;
+    if (kShape == Shape::kRelative && bits.usable &&
+        RoundLogRelative8(bits, x + j, out + j, valid, &max_r, &lane_steerable, &s)) {
+      return s;
+    }
     if (kShape != Shape::kGeneral && bits.usable &&
-        RoundLogBits8<kShape, kMag>(bits, p, x + j, m_at(j), out + j, valid, &max_r, &steerable,
-                                    &bad_m, &s)) {
+        RoundLogBits8<kShape, kMag>(bits, p, x + j, m_at(j), out + j, valid, &max_r,
+                                    &lane_steerable, &bad_m, &s)) {
       return s;
     }
     return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
@@ -421,7 +474,7 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     }
     CountStates64(states + i, n - i, &t);
   }
-  AddRoundCounts(t, steerable, max_r, bad_m, tally);
+  AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
 }
 
 // What a replay counts, per lane group.
@@ -429,14 +482,74 @@ struct ReplayCounts {
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
 
+// Per-lane counts of ReplayRelativeAgreed8 (CountLanes), summed once at the end.
+struct ReplayLaneCounts {
+  __m512i illegitimate, near_misses, steerable;
+  VT_AVX512 ReplayLaneCounts()
+      : illegitimate(_mm512_setzero_si512()),
+        near_misses(_mm512_setzero_si512()),
+        steerable(_mm512_setzero_si512()) {}
+};
+
+VT_AVX512 inline void AddLaneCounts(const ReplayLaneCounts& lanes, ReplayCounts* c) {
+  c->illegitimate += SumLanes(lanes.illegitimate);
+  c->near_misses += SumLanes(lanes.near_misses);
+  c->steerable += SumLanes(lanes.steerable);
+}
+
+// The relative window's replay (kRelative on BitsWindow's integer path) of 8 lanes whose
+// entries all agree with x': every DOWN/UP entry is the one rounding x' itself writes (1 +
+// (up ^ sign), RoundLogBits8) and none sits on the grid, so nothing moves and the output is
+// rnd_b(x'). That is the common case of an honest log, and it takes only vector operations
+// (ReplayBits8's mask logic, counted by popcounts, made the replay twice as slow as the
+// rounding). False, writing and counting nothing, for any other group: a lane that is not
+// zero or normal, an entry that moves a value, one on the grid; ReplayBits8 then takes it.
+VT_AVX512 inline bool ReplayRelativeAgreed8(const BitsWindow& b, const double* x,
+                                            const uint8_t* states, double* out, __mmask8 valid,
+                                            ReplayLaneCounts* c, __m512i* max_r) {
+  const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
+  const __m512i sign = _mm512_and_si512(ux, _mm512_set1_epi64(static_cast<long long>(kSignBit)));
+  const __m512i u = _mm512_xor_si512(ux, sign);
+  const uint64_t min_normal = kMinNormalExponent << 52;
+  const __mmask8 normal = _mm512_cmplt_epu64_mask(
+      _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
+      _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
+  const __mmask8 zero = _mm512_testn_epi64_mask(u, u);
+  if (!_kortestc_mask8_u8(normal, zero)) return false;
+  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
+  const __m512i r =
+      _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
+  const __mmask8 off = _mm512_mask_test_epi64_mask(valid, u, b.low_mask);
+  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
+  const __m512i st_minus_1 = _mm512_sub_epi64(st, _mm512_set1_epi64(1));
+  const __m512i two = _mm512_set1_epi64(2);
+  const __mmask8 is_dir = _mm512_cmplt_epu64_mask(st_minus_1, two);
+  // up = r > u (both below 2^63): u - r wraps exactly then.
+  const __m512i up = _mm512_srli_epi64(_mm512_sub_epi64(u, r), 63);
+  const __m512i expected = _mm512_maskz_add_epi64(
+      off, _mm512_xor_si512(up, _mm512_srli_epi64(ux, 63)), _mm512_set1_epi64(1));
+  if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, expected) != 0) return false;
+  const __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(_mm512_and_si512(u, b.low_mask), b.half));
+  const __mmask8 far = _mm512_mask_cmpgt_epi64_mask(off, dist, b.w2);
+  const __mmask8 near = _mm512_mask_cmple_epi64_mask(off, dist, b.w1);
+  // steerable: off and not far (far lies inside off): far lanes keep their old count.
+  c->steerable = _mm512_mask_mov_epi64(CountLanes(c->steerable, off), far, c->steerable);
+  c->illegitimate = CountLanes(c->illegitimate, _mm512_mask_cmplt_epu64_mask(far, st_minus_1, two));
+  c->near_misses =
+      CountLanes(c->near_misses, _mm512_mask_cmpeq_epi64_mask(near, st, _mm512_setzero_si512()));
+  *max_r = _mm512_max_epu64(*max_r, r);
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(r, sign));
+  return true;
+}
+
 // Replay8 on the integer path: false, writing nothing, when it does not apply. Corrections
 // move by g and values on the grid compare their distance to the nearest midpoint in doubles,
 // as Replay8 does; both are rare, so g is only built for them.
 template <Shape kShape, Mag kMag>
 VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, const double* x,
                                   const double* mag, const uint8_t* states, double* out,
-                                  __mmask8 valid, ReplayCounts* c, __m512i* max_r,
-                                  __mmask8* bad_m) {
+                                  __mmask8 valid, ReplayCounts* c, ReplayLaneCounts* lanes,
+                                  __m512i* max_r, __mmask8* bad_m) {
   BitLanes l;
   if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
@@ -464,21 +577,29 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     }
   }
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
-  const __mmask8 st_none = _mm512_mask_cmpeq_epi64_mask(valid, st, _mm512_setzero_si512());
-  const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
-  const __mmask8 is_dir =
-      _mm512_cmplt_epu64_mask(_mm512_sub_epi64(st, _mm512_set1_epi64(1)), _mm512_set1_epi64(2));
-  const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
-  const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
-  const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
-  // Values on the grid need their distance to the nearest midpoint only for their entries
-  // (zeros, often half of attention's values, above all skip it). It is at least g/4 (g/4 at
-  // a power of two, g/2 elsewhere, g0/2 at zero), so it never makes a near miss where the
-  // window is at most g/4: the relative window (band <= 1/4 on this path) and the absolute
-  // one off zero (w <= g/16, AbsoluteBits8); a zero's, under the absolute window, is above.
-  const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid & is_dir);
+  const __m512i st_minus_1 = _mm512_sub_epi64(st, _mm512_set1_epi64(1));
+  const __mmask8 is_dir = _mm512_cmplt_epu64_mask(st_minus_1, _mm512_set1_epi64(2));
+  // Nothing moves and no entry sits on the grid where every DOWN/UP entry is the one rounding
+  // x' writes (1 + ((r > u) ^ sign), RoundLogBits8; 0 on the grid): then the branch below,
+  // which finds move_up | move_down | on_grid, is skipped (an honest log's common case).
+  const __m512i expected =
+      _mm512_maskz_add_epi64(off,
+                             _mm512_xor_si512(_mm512_srli_epi64(_mm512_sub_epi64(l.u, l.r), 63),
+                                              _mm512_srli_epi64(l.sign, 63)),
+                             _mm512_set1_epi64(1));
   __m512i result = l.r;
-  if (static_cast<__mmask8>(move_up | move_down | on_grid) != 0) {
+  if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, expected) != 0) {
+    const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
+    const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
+    const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
+    const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
+    // Values on the grid need their distance to the nearest midpoint only for their entries
+    // (zeros, often half of attention's values, above all skip it). It is at least g/4 (g/4
+    // at a power of two, g/2 elsewhere, g0/2 at zero), so it never makes a near miss where
+    // the window is at most g/4: the relative window (band <= 1/4 on this path) and the
+    // absolute one off zero (w <= g/16, AbsoluteBits8); a zero's, under the absolute window,
+    // is above.
+    const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid & is_dir);
     const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
     Lanes lanes;
     lanes.a = _mm512_castsi512_pd(l.u);
@@ -497,9 +618,11 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
       near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
     }
   }
-  c->steerable += Count(steer);
-  c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
-  c->near_misses += Count(static_cast<__mmask8>(st_none & near));
+  lanes->steerable = CountLanes(lanes->steerable, steer);
+  lanes->illegitimate = CountLanes(
+      lanes->illegitimate, _mm512_mask_cmplt_epu64_mask(far, st_minus_1, _mm512_set1_epi64(2)));
+  lanes->near_misses = CountLanes(lanes->near_misses,
+                                  _mm512_mask_cmpeq_epi64_mask(near, st, _mm512_setzero_si512()));
   *max_r = _mm512_max_epu64(*max_r, _mm512_max_epu64(l.r, result));
   _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(result, l.sign));
   return true;
@@ -600,10 +723,15 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   };
   // kRelative replays any band > 0; the integer path only takes the paper's (<= 1/4).
   const BitsWindow bits = MakeBitsWindow<kShape>(p);
+  ReplayLaneCounts lanes;
   auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
+    if (kShape == Shape::kRelative && bits.usable &&
+        ReplayRelativeAgreed8(bits, x + i, states + i, out + i, valid, &lanes, &max_r)) {
+      return;
+    }
     if (kShape != Shape::kGeneral && bits.usable &&
-        ReplayBits8<kShape, kMag>(bits, p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r,
-                                  &bad_m)) {
+        ReplayBits8<kShape, kMag>(bits, p, x + i, m_at(i), states + i, out + i, valid, &c, &lanes,
+                                  &max_r, &bad_m)) {
       return;
     }
     Replay8<kShape, kMag>(p, x + i, m_at(i), states + i, out + i, valid, &c, &max_r, &bad_m);
@@ -611,6 +739,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   if (i < n) replay8(i, TailMask(n - i));
+  AddLaneCounts(lanes, &c);
   AddReplayCounts(c, max_r, bad_m, tally);
 }
 
@@ -704,6 +833,7 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
   __mmask8 bad_m = 0;
   RoundTally t;
   int64_t steerable = 0;
+  __m512i lane_steerable = _mm512_setzero_si512();
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
   const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
@@ -715,8 +845,9 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
     }
     f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
     __m128i s;
-    if (bits.usable && RoundLogBits8<Shape::kAbsolute, Mag::kArray>(
-                           bits, p, x + j, m, out + j, valid, &max_r, &steerable, &bad_m, &s)) {
+    if (bits.usable &&
+        RoundLogBits8<Shape::kAbsolute, Mag::kArray>(bits, p, x + j, m, out + j, valid, &max_r,
+                                                     &lane_steerable, &bad_m, &s)) {
       return s;
     }
     return RoundLog8<Shape::kAbsolute, Mag::kArray>(p, x + j, m, out + j, valid, &max_r, &steerable,
@@ -731,7 +862,7 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
     _mm_mask_storeu_epi8(states + i, valid, round8(i, valid));
   }
   for (int64_t j = 0; j < n; j += 64) CountStates64(states + j, std::min<int64_t>(64, n - j), &t);
-  AddRoundCounts(t, steerable, max_r, bad_m, tally);
+  AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
 }
 
 VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const uint8_t* states,
@@ -741,6 +872,7 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
   __m512i max_r = _mm512_setzero_si512();
   __mmask8 bad_m = 0;
   ReplayCounts c;
+  ReplayLaneCounts lanes;
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
   const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
@@ -753,8 +885,9 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
       return;
     }
     f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
-    if (bits.usable && ReplayBits8<Shape::kAbsolute, Mag::kArray>(
-                           bits, p, x + j, m, states + j, out + j, valid, &c, &max_r, &bad_m)) {
+    if (bits.usable &&
+        ReplayBits8<Shape::kAbsolute, Mag::kArray>(bits, p, x + j, m, states + j, out + j, valid,
+                                                   &c, &lanes, &max_r, &bad_m)) {
       return;
     }
     Replay8<Shape::kAbsolute, Mag::kArray>(p, x + j, m, states + j, out + j, valid, &c, &max_r,
@@ -763,6 +896,7 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   if (i < n) replay8(i, TailMask(n - i));
+  AddLaneCounts(lanes, &c);
   AddReplayCounts(c, max_r, bad_m, tally);
 }
 

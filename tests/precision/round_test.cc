@@ -743,11 +743,18 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
       }
       if (n > 0 && n % 7 == 0)
         xs[static_cast<size_t>(gen.Int(0, static_cast<int>(n) - 1))] = 0x1p200;
+      // The trainer's own states replayed (the honest log: whole groups of 8 take the replay's
+      // agreed-entries path), and the same with about one state in 16 replaced (groups fall
+      // back to the paths that move values and count illegitimate entries).
+      std::vector<int> replaced(static_cast<size_t>(n), -1);
+      for (int& state : replaced) {
+        if (gen.Int(0, 15) == 0) state = gen.Int(0, 3);
+      }
       struct Result {
-        std::vector<double> rounded, replayed;
+        std::vector<double> rounded, replayed, honest, mixed;
         std::vector<uint8_t> states;
         vt::precision::RoundTally round;
-        vt::precision::ReplayTally replay;
+        vt::precision::ReplayTally replay, honest_replay, mixed_replay;
         std::vector<double> unlogged;  // RoundSpan without states
         vt::precision::RoundTally unlogged_round;
       };
@@ -760,6 +767,15 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         r.states.resize(static_cast<size_t>(n));
         vt::precision::RoundSpan(p, xs.data(), r.rounded.data(), r.states.data(), n, &r.round);
         vt::precision::ReplaySpan(p, xs.data(), given.data(), r.replayed.data(), n, &r.replay);
+        r.honest.resize(static_cast<size_t>(n));
+        vt::precision::ReplaySpan(p, xs.data(), r.states.data(), r.honest.data(), n,
+                                  &r.honest_replay);
+        std::vector<uint8_t> mixed = r.states;
+        for (size_t i = 0; i < mixed.size(); ++i) {
+          if (replaced[i] >= 0) mixed[i] = static_cast<uint8_t>(replaced[i]);
+        }
+        r.mixed.resize(static_cast<size_t>(n));
+        vt::precision::ReplaySpan(p, xs.data(), mixed.data(), r.mixed.data(), n, &r.mixed_replay);
         r.unlogged.resize(static_cast<size_t>(n));
         vt::precision::RoundSpan(p, xs.data(), r.unlogged.data(), nullptr, n, &r.unlogged_round);
         results.push_back(std::move(r));
@@ -788,6 +804,20 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
         CHECK(a.replay.illegitimate == b.replay.illegitimate);
         CHECK(a.replay.near_misses == b.replay.near_misses);
         CHECK(a.replay.steerable == b.replay.steerable);
+        for (auto [x, y] : {std::pair{&a.honest_replay, &b.honest_replay},
+                            std::pair{&a.mixed_replay, &b.mixed_replay}}) {
+          CHECK(x->out_of_range == y->out_of_range);
+          CHECK(x->corrections == y->corrections);
+          CHECK(x->illegitimate == y->illegitimate);
+          CHECK(x->near_misses == y->near_misses);
+          CHECK(x->steerable == y->steerable);
+        }
+        CHECK(same_bits(a.honest, b.honest));
+        CHECK(same_bits(a.mixed, b.mixed));
+        // An honest log replays to the trainer's values and finds nothing wrong.
+        CHECK(same_bits(a.honest, a.rounded));
+        CHECK(a.honest_replay.corrections == 0);
+        CHECK(a.honest_replay.illegitimate == 0);
         REQUIRE(a.unlogged_round.out_of_range == b.unlogged_round.out_of_range);
         CHECK(same_bits(a.unlogged, b.unlogged));
         CHECK(same_bits(a.unlogged, a.rounded));
