@@ -10,6 +10,7 @@
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
 #include "runtime/optim/adamw_kernels.h"
+#include "runtime/optim/sgd_kernels.h"
 
 namespace vt::optim {
 namespace {
@@ -141,14 +142,17 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
     at::Tensor value = p->detach();
     at::Tensor updated = value;
     if (config_.kind == "sgd") {
-      at::Tensor d = config_.weight_decay > 0 ? grad + config_.weight_decay * value : grad;
+      // d = grad + weight_decay * value; buf = momentum * buf + d; value - lr * (d, buf or
+      // d + momentum * buf): sgd_kernels.h, a pass each side of the momentum's boundary.
+      at::Tensor buf;
       if (config_.momentum > 0) {
-        at::Tensor& buf = first_[name];
-        buf.mul_(config_.momentum).add_(d);  // momentum * buf + d
+        buf = first_[name];
+        SgdMomentumInPlace(buf, grad, value, config_.momentum, config_.weight_decay);
         nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
-        d = config_.nesterov ? d + config_.momentum * buf : buf;
+        first_[name] = buf;
       }
-      updated.sub_(lr * d);  // value - lr * d
+      SgdUpdateInPlace(updated, grad, buf, lr, config_.momentum, config_.weight_decay,
+                       config_.nesterov);
     } else {
       at::Tensor& m = first_[name];
       at::Tensor& v = second_[name];
