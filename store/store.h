@@ -76,7 +76,8 @@ struct StoreOptions {
   // Shared RocksDB block cache. Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
   // A step whose log records hold at least this many bytes skips the write-ahead log (not
-  // with `sync`): it becomes durable when the memtables are flushed, which the store does
+  // with `sync`), and so does any step after it until the next flush: it becomes durable when
+  // the memtables are flushed, which the store does
   // before any write that goes through the WAL (a leaf, a rollback, a new run...), on close
   // and whenever a memtable fills, all column families at once (RocksDB's atomic flush), so
   // a crash still leaves a prefix of the batches, shorter by the steps since the last

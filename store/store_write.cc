@@ -188,7 +188,9 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   ProgressRecord p{step, st.info.leaves, chain.value()};
   PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
             EncodeProgress(p));
-  if (!options_.sync && value_bytes >= options_.unlogged_step_bytes) {
+  // Once a step went in without the WAL, smaller ones follow it there too until the next
+  // flush: through the WAL each would first have to flush (and sync) the store.
+  if (!options_.sync && (value_bytes >= options_.unlogged_step_bytes || unlogged_pending_)) {
     WriteUnloggedOrThrow(&batch, "a step");
   } else {
     WriteBatchOrThrow(&batch, "a step");

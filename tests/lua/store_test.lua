@@ -346,6 +346,20 @@ s:test("steps without the write-ahead log: same run, seen by readers once flushe
   reader:close()
   store:close()
   T.assert_eq(vt.store.open(dir, {read_only = true}):run("kat"):root(), KAT_ROOT)
+  -- A step under the threshold after an unlogged one goes without the log too (through it,
+  -- it would flush the store first, and the reader would see both steps).
+  local dir2 = fresh_dir()
+  store = vt.store.open(dir2, {unlogged_step_bytes = 4})
+  run = store:create_run("kat", {spec = "kat-spec", checkpoint_every = 2, steps = 3})
+  run:put_checkpoint(0, kat_checkpoint(0))
+  reader = vt.store.open(dir2, {read_only = true})
+  run:write_step(1, {{boundary = "a:fwd", value = "12345678"}})  -- 8 bytes: unlogged
+  run:write_step(2, {{boundary = "a:fwd", value = "1"}})
+  T.assert_eq(reader:refresh():run("kat"):info().steps_written, 0)
+  run:put_checkpoint(1, kat_checkpoint(1))
+  T.assert_eq(reader:refresh():run("kat"):info().steps_written, 2)
+  reader:close()
+  store:close()
   T.assert_error(function() vt.store.open(dir, {unlogged_step_bytes = -1}) end,
                  "option 'unlogged_step_bytes' must be >= 0")
   T.assert_error(function() vt.store.open(dir, {unlogged_step_bytes = 1.5}) end, "unlogged_step_bytes")
