@@ -274,6 +274,14 @@ VT_AVX512 inline bool BitLanesOf8(const BitsWindow& b, const double* x, __mmask8
   return true;
 }
 
+// The DOWN (1) or UP (2) state rounding writes for each lane of `m` (0 elsewhere), by the
+// direction of x: 1 + ((r > u) ^ sign), r > u read off u - r wrapping (both below 2^63).
+VT_AVX512 inline __m512i DirectionStates8(const BitLanes& l, __mmask8 m) {
+  const __m512i dir_up = _mm512_xor_si512(_mm512_srli_epi64(_mm512_sub_epi64(l.u, l.r), 63),
+                                          _mm512_srli_epi64(l.sign, 63));
+  return _mm512_maskz_add_epi64(m, dir_up, _mm512_set1_epi64(1));
+}
+
 // An absolute window's w for 8 lanes of BitLanesOf8, and d = |a - mid| in doubles (for the
 // nonzero lanes): false when some valid nonzero lane's window is not narrow (w <= g/16 fails,
 // NaN included). The magnitude checks fold into `bad_m` only when it is (the cell's path
@@ -320,44 +328,8 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
   }
   *max_r = _mm512_max_epu64(*max_r, l.r);
   *lane_steerable = CountLanes(*lane_steerable, steer);
-  // DOWN (1) or UP (2) by the direction of x: 1 + ((r > u) ^ sign), r > u as u - r wrapping.
-  const __m512i dir_up = _mm512_xor_si512(_mm512_srli_epi64(_mm512_sub_epi64(l.u, l.r), 63),
-                                          _mm512_srli_epi64(l.sign, 63));
-  const __m512i s = _mm512_maskz_add_epi64(logged, dir_up, _mm512_set1_epi64(1));
   _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
-  *states = _mm512_cvtepi64_epi8(s);
-  return true;
-}
-
-// RoundLogBits8 for the relative window with its steerable count per lane (summed at the end)
-// and the states formed in vectors: no mask moves or popcounts, which made the mask logic
-// the bottleneck. The same results; false, writing nothing, when a lane is neither zero nor
-// normal.
-VT_AVX512 inline bool RoundLogRelative8(const BitsWindow& b, const double* x, double* out,
-                                        __mmask8 valid, __m512i* max_r, __m512i* lane_steerable,
-                                        __m128i* states) {
-  const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
-  const __m512i sign = _mm512_and_si512(ux, _mm512_set1_epi64(static_cast<long long>(kSignBit)));
-  const __m512i u = _mm512_xor_si512(ux, sign);
-  const uint64_t min_normal = kMinNormalExponent << 52;
-  const __mmask8 normal = _mm512_cmplt_epu64_mask(
-      _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
-      _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
-  if (!_kortestc_mask8_u8(normal, _mm512_testn_epi64_mask(u, u))) return false;
-  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
-  const __m512i r =
-      _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
-  const __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(_mm512_and_si512(u, b.low_mask), b.half));
-  const __mmask8 off = _mm512_mask_test_epi64_mask(valid, u, b.low_mask);
-  const __mmask8 logged = _mm512_mask_cmple_epi64_mask(off, dist, b.w1);
-  *lane_steerable = CountLanes(*lane_steerable, _mm512_mask_cmple_epi64_mask(off, dist, b.w2));
-  *max_r = _mm512_max_epu64(*max_r, r);
-  // DOWN (1) or UP (2) by the direction of x: 1 + ((r > u) ^ sign), r > u as u - r wrapping.
-  const __m512i up = _mm512_srli_epi64(_mm512_sub_epi64(u, r), 63);
-  const __m512i s = _mm512_maskz_add_epi64(logged, _mm512_xor_si512(up, _mm512_srli_epi64(ux, 63)),
-                                           _mm512_set1_epi64(1));
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(r, sign));
-  *states = _mm512_cvtepi64_epi8(s);
+  *states = _mm512_cvtepi64_epi8(DirectionStates8(l, logged));
   return true;
 }
 
@@ -454,10 +426,6 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
   __m512i lane_steerable = _mm512_setzero_si512();
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
     __m128i s;
-    if (kShape == Shape::kRelative && bits.usable &&
-        RoundLogRelative8(bits, x + j, out + j, valid, &max_r, &lane_steerable, &s)) {
-      return s;
-    }
     if (kShape != Shape::kGeneral && bits.usable &&
         RoundLogBits8<kShape, kMag>(bits, p, x + j, m_at(j), out + j, valid, &max_r,
                                     &lane_steerable, &bad_m, &s)) {
@@ -490,7 +458,7 @@ struct ReplayCounts {
   int64_t corrections = 0, illegitimate = 0, near_misses = 0, steerable = 0;
 };
 
-// Per-lane counts of ReplayRelativeAgreed8 (CountLanes), summed once at the end.
+// Per-lane counts of ReplayRelativeAgreed8 and ReplayBits8 (CountLanes), summed at the end.
 struct ReplayLaneCounts {
   __m512i illegitimate, near_misses, steerable;
   VT_AVX512 ReplayLaneCounts()
@@ -506,47 +474,30 @@ VT_AVX512 inline void AddLaneCounts(const ReplayLaneCounts& lanes, ReplayCounts*
 }
 
 // The relative window's replay (kRelative on BitsWindow's integer path) of 8 lanes whose
-// entries all agree with x': every DOWN/UP entry is the one rounding x' itself writes (1 +
-// (up ^ sign), RoundLogBits8) and none sits on the grid, so nothing moves and the output is
-// rnd_b(x'). That is the common case of an honest log, and it takes only vector operations
-// (ReplayBits8's mask logic, counted by popcounts, made the replay twice as slow as the
-// rounding). False, writing and counting nothing, for any other group: a lane that is not
-// zero or normal, an entry that moves a value, one on the grid; ReplayBits8 then takes it.
+// entries all agree with x': every DOWN/UP entry is the one rounding x' itself writes
+// (DirectionStates8) and none sits on the grid, so nothing moves and the output is rnd_b(x').
+// That is an honest log's common case; it skips ReplayBits8's mask logic (10% of the replay
+// in cache). False, writing and counting nothing, for any other group: a lane neither zero
+// nor normal, an entry that moves a value, one on the grid; ReplayBits8 then takes it.
 VT_AVX512 inline bool ReplayRelativeAgreed8(const BitsWindow& b, const double* x,
                                             const uint8_t* states, double* out, __mmask8 valid,
                                             ReplayLaneCounts* c, __m512i* max_r) {
-  const __m512i ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
-  const __m512i sign = _mm512_and_si512(ux, _mm512_set1_epi64(static_cast<long long>(kSignBit)));
-  const __m512i u = _mm512_xor_si512(ux, sign);
-  const uint64_t min_normal = kMinNormalExponent << 52;
-  const __mmask8 normal = _mm512_cmplt_epu64_mask(
-      _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(min_normal))),
-      _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow) - min_normal)));
-  const __mmask8 zero = _mm512_testn_epi64_mask(u, u);
-  if (!_kortestc_mask8_u8(normal, zero)) return false;
-  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
-  const __m512i r =
-      _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
-  const __mmask8 off = _mm512_mask_test_epi64_mask(valid, u, b.low_mask);
+  BitLanes l;
+  if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
   const __m512i st_minus_1 = _mm512_sub_epi64(st, _mm512_set1_epi64(1));
   const __m512i two = _mm512_set1_epi64(2);
   const __mmask8 is_dir = _mm512_cmplt_epu64_mask(st_minus_1, two);
-  // up = r > u (both below 2^63): u - r wraps exactly then.
-  const __m512i up = _mm512_srli_epi64(_mm512_sub_epi64(u, r), 63);
-  const __m512i expected = _mm512_maskz_add_epi64(
-      off, _mm512_xor_si512(up, _mm512_srli_epi64(ux, 63)), _mm512_set1_epi64(1));
-  if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, expected) != 0) return false;
-  const __m512i dist = _mm512_abs_epi64(_mm512_sub_epi64(_mm512_and_si512(u, b.low_mask), b.half));
-  const __mmask8 far = _mm512_mask_cmpgt_epi64_mask(off, dist, b.w2);
-  const __mmask8 near = _mm512_mask_cmple_epi64_mask(off, dist, b.w1);
+  if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, DirectionStates8(l, l.off)) != 0) return false;
+  const __mmask8 far = _mm512_mask_cmpgt_epi64_mask(l.off, l.dist, b.w2);
+  const __mmask8 near = _mm512_mask_cmple_epi64_mask(l.off, l.dist, b.w1);
   // steerable: off and not far (far lies inside off): far lanes keep their old count.
-  c->steerable = _mm512_mask_mov_epi64(CountLanes(c->steerable, off), far, c->steerable);
+  c->steerable = _mm512_mask_mov_epi64(CountLanes(c->steerable, l.off), far, c->steerable);
   c->illegitimate = CountLanes(c->illegitimate, _mm512_mask_cmplt_epu64_mask(far, st_minus_1, two));
   c->near_misses =
       CountLanes(c->near_misses, _mm512_mask_cmpeq_epi64_mask(near, st, _mm512_setzero_si512()));
-  *max_r = _mm512_max_epu64(*max_r, r);
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(r, sign));
+  *max_r = _mm512_max_epu64(*max_r, l.r);
+  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
   return true;
 }
 
@@ -590,11 +541,7 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
   // Nothing moves and no entry sits on the grid where every DOWN/UP entry is the one rounding
   // x' writes (1 + ((r > u) ^ sign), RoundLogBits8; 0 on the grid): then the branch below,
   // which finds move_up | move_down | on_grid, is skipped (an honest log's common case).
-  const __m512i expected =
-      _mm512_maskz_add_epi64(off,
-                             _mm512_xor_si512(_mm512_srli_epi64(_mm512_sub_epi64(l.u, l.r), 63),
-                                              _mm512_srli_epi64(l.sign, 63)),
-                             _mm512_set1_epi64(1));
+  const __m512i expected = DirectionStates8(l, off);
   __m512i result = l.r;
   if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, expected) != 0) {
     const __mmask8 st_up = _mm512_cmpeq_epi64_mask(st, _mm512_set1_epi64(2));
