@@ -90,7 +90,7 @@ at::Tensor BatchNorm2d::Forward(const at::Tensor& x) {
   return Boundary(y, BoundaryName());
 }
 
-LayerNorm::LayerNorm(int64_t dim, const std::string& full_name) : Module(full_name), dim_(dim) {
+LayerNorm::LayerNorm(int64_t dim, const std::string& full_name) : Module(full_name) {
   weight_ = &RegisterParameter("weight", at::ones({dim}, at::kDouble));
   bias_ = &RegisterParameter("bias", at::zeros({dim}, at::kDouble));
 }

@@ -61,7 +61,6 @@ class LayerNorm : public Module {
   at::Tensor Forward(const at::Tensor& x);
 
  private:
-  int64_t dim_;
   at::Tensor *weight_, *bias_;
 };
 

@@ -15,11 +15,14 @@ constexpr int64_t kGrain = int64_t{1} << 15;
 // every product and sum separate, so each variant gives the same bits.
 #define VT_ELEMENTWISE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+// The loop bodies are templates inlined into one non-template clone per case: clang (14)
+// refuses target_clones on function templates.
+#define VT_ALWAYS_INLINE inline __attribute__((always_inline))
+
 // In place: each element is read, then written.
 template <bool kDecay>
-VT_ELEMENTWISE_CLONES void MomentumLoop(double* buf, const double* g, const double* x,
-                                        double momentum, double weight_decay, int64_t begin,
-                                        int64_t end) {
+VT_ALWAYS_INLINE void MomentumBody(double* buf, const double* g, const double* x, double momentum,
+                                   double weight_decay, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     const double d = kDecay ? g[i] + weight_decay * x[i] : g[i];
     buf[i] = buf[i] * momentum + d;
@@ -28,9 +31,8 @@ VT_ELEMENTWISE_CLONES void MomentumLoop(double* buf, const double* g, const doub
 
 // kStep: 0 = d, 1 = buf, 2 = d + momentum * buf (Nesterov).
 template <bool kDecay, int kStep>
-VT_ELEMENTWISE_CLONES void UpdateLoop(double* x, const double* g, const double* buf, double lr,
-                                      double momentum, double weight_decay, int64_t begin,
-                                      int64_t end) {
+VT_ALWAYS_INLINE void UpdateBody(double* x, const double* g, const double* buf, double lr,
+                                 double momentum, double weight_decay, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     double e;
     if (kStep == 1) {
@@ -43,15 +45,33 @@ VT_ELEMENTWISE_CLONES void UpdateLoop(double* x, const double* g, const double* 
   }
 }
 
-template <int kStep>
-void Update(double* x, const double* g, const double* buf, double lr, double momentum,
-            double weight_decay, int64_t n) {
+#define VT_MOMENTUM_LOOP(name, decay)                                                             \
+  VT_ELEMENTWISE_CLONES void name(double* buf, const double* g, const double* x, double momentum, \
+                                  double weight_decay, int64_t begin, int64_t end) {              \
+    MomentumBody<decay>(buf, g, x, momentum, weight_decay, begin, end);                           \
+  }
+VT_MOMENTUM_LOOP(MomentumLoopDecay, true)
+VT_MOMENTUM_LOOP(MomentumLoopPlain, false)
+
+#define VT_UPDATE_LOOP(name, decay, step)                                                   \
+  VT_ELEMENTWISE_CLONES void name(double* x, const double* g, const double* buf, double lr, \
+                                  double momentum, double weight_decay, int64_t begin,      \
+                                  int64_t end) {                                            \
+    UpdateBody<decay, step>(x, g, buf, lr, momentum, weight_decay, begin, end);             \
+  }
+VT_UPDATE_LOOP(UpdateLoopDecay0, true, 0)
+VT_UPDATE_LOOP(UpdateLoopPlain0, false, 0)
+VT_UPDATE_LOOP(UpdateLoopBuffer, false, 1)
+VT_UPDATE_LOOP(UpdateLoopDecay2, true, 2)
+VT_UPDATE_LOOP(UpdateLoopPlain2, false, 2)
+
+using UpdateLoop = void (*)(double*, const double*, const double*, double, double, double, int64_t,
+                            int64_t);
+
+void Update(UpdateLoop loop, double* x, const double* g, const double* buf, double lr,
+            double momentum, double weight_decay, int64_t n) {
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    if (weight_decay > 0) {
-      UpdateLoop<true, kStep>(x, g, buf, lr, momentum, weight_decay, begin, end);
-    } else {
-      UpdateLoop<false, kStep>(x, g, buf, lr, momentum, weight_decay, begin, end);
-    }
+    loop(x, g, buf, lr, momentum, weight_decay, begin, end);
   });
 }
 
@@ -68,9 +88,9 @@ void SgdMomentumInPlace(at::Tensor& buf, const at::Tensor& grad, const at::Tenso
   const double *pg = grad.data_ptr<double>(), *px = value.data_ptr<double>();
   at::parallel_for(0, buf.numel(), kGrain, [&](int64_t begin, int64_t end) {
     if (weight_decay > 0) {
-      MomentumLoop<true>(pb, pg, px, momentum, weight_decay, begin, end);
+      MomentumLoopDecay(pb, pg, px, momentum, weight_decay, begin, end);
     } else {
-      MomentumLoop<false>(pb, pg, px, momentum, weight_decay, begin, end);
+      MomentumLoopPlain(pb, pg, px, momentum, weight_decay, begin, end);
     }
   });
 }
@@ -89,13 +109,11 @@ void SgdUpdateInPlace(at::Tensor& value, const at::Tensor& grad, const at::Tenso
   const double* pg = grad.data_ptr<double>();
   const double* pb = has_buf ? buf.data_ptr<double>() : nullptr;
   const int64_t n = value.numel();
-  if (!has_buf) {
-    Update<0>(px, pg, pb, lr, momentum, weight_decay, n);
-  } else if (nesterov) {
-    Update<2>(px, pg, pb, lr, momentum, weight_decay, n);
-  } else {
-    Update<1>(px, pg, pb, lr, momentum, weight_decay, n);
-  }
+  const bool decay = weight_decay > 0;
+  const UpdateLoop loop = !has_buf   ? (decay ? UpdateLoopDecay0 : UpdateLoopPlain0)
+                          : nesterov ? (decay ? UpdateLoopDecay2 : UpdateLoopPlain2)
+                                     : UpdateLoopBuffer;
+  Update(loop, px, pg, pb, lr, momentum, weight_decay, n);
 }
 
 }  // namespace vt::optim

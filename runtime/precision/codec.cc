@@ -170,10 +170,13 @@ inline uint8_t DenseByte(uint64_t word) {
 }
 
 #if defined(__x86_64__)
-// GCC 12 warns about the undefined upper lanes some intrinsics start from.
+// GCC 12 warns about the undefined upper lanes some intrinsics start from (clang has no
+// -Wmaybe-uninitialized and does not warn).
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #define VT_CODEC_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 
 // DenseByte for 8 groups (40 states at s, 46 bytes readable) in 64-bit lanes: each 128-bit

@@ -10,9 +10,12 @@
 
 #include "runtime/precision/window.h"
 
-// GCC 12 warns about the undefined upper lanes some intrinsics start from.
+// GCC 12 warns about the undefined upper lanes some intrinsics start from (clang has no
+// -Wmaybe-uninitialized and does not warn).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 #define VT_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 

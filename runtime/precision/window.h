@@ -169,8 +169,10 @@ VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k
   const bool off = !c.on_grid;
   const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g) & (w > 0.0);
   const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
-  const bool near_mid =
-      (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
+  // Named operands keep `|` branch-free without clang's bitwise-on-bool warning.
+  const bool near_own_mid = off & InWindow(a, c.mid, c.g, tol.t);
+  const bool near_lower_mid = LowerMidDistance(a, c, k) <= tol.t;
+  const bool near_mid = near_own_mid | near_lower_mid;
   return dir_ok | (tol.eligible & near_mid);
 }
 
