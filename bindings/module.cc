@@ -76,7 +76,7 @@ int SetThreadsFn(lua_State* L) {
   int64_t n = CheckInteger(L, 1);
   if (n < 1 || n > 1024) ArgError(L, 1, "thread count must be in [1, 1024]");
   return Protect(L, "vt.set_threads", [&] {
-    SetThreads(static_cast<int>(n));
+    SetDefaultThreads(static_cast<int>(n));
     return 0;
   });
 }

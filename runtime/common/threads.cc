@@ -3,12 +3,16 @@
 #include <ATen/Parallel.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "runtime/common/error.h"
 
 namespace vt {
+namespace {
+std::atomic<int> g_default_threads{0};  // 0: not set, the environment decides
+}  // namespace
 
 int ConfigureThreadsFromEnvironment() {
   int n = DefaultThreadCount();
@@ -17,6 +21,7 @@ int ConfigureThreadsFromEnvironment() {
 }
 
 int DefaultThreadCount() {
+  if (const int set = g_default_threads.load(); set > 0) return set;
   int n = 0;
   if (const char* env = std::getenv("VTRUN_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
@@ -38,6 +43,11 @@ void SetThreads(int n) {
   // Runner::Step activates its profile; at 2 threads that cost the GPT's FP64 step 6% of
   // its samples).
   if (at::get_num_threads() != n) at::set_num_threads(n);
+}
+
+void SetDefaultThreads(int n) {
+  SetThreads(n);
+  g_default_threads.store(n);
 }
 
 int Threads() { return at::get_num_threads(); }

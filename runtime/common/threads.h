@@ -7,14 +7,20 @@ namespace vt {
 // Sets LibTorch's intra-op threads to DefaultThreadCount(). Returns the count set.
 int ConfigureThreadsFromEnvironment();
 
-// The default thread count: `VTRUN_THREADS` if set (an integer in [1, 1024]; throws vt::Error
-// naming the variable otherwise), else 1. One thread is the default because on the shared
-// 2-vCPU machines this project runs on, a second thread was measured to give no speedup
+// The default thread count, which profiles without a count of their own (native) run with: the
+// count SetDefaultThreads last set, else `VTRUN_THREADS` if set (an integer in [1, 1024];
+// throws vt::Error naming the variable otherwise), else 1. One thread is the default because on the
+// shared 2-vCPU machines this project runs on, a second thread was measured to give no speedup
 // (GEMM, convolution, rounding) while idle OpenMP threads spinning on busy CPUs cost up to 8x.
 int DefaultThreadCount();
 
-// Sets LibTorch's intra-op threads to `n` (>= 1). Throws vt::Error otherwise.
+// Sets LibTorch's intra-op threads to `n` (>= 1). Throws vt::Error otherwise. A runner's next
+// step activates its profile, which sets the count again (DefaultThreadCount for native).
 void SetThreads(int n);
+
+// Sets the default thread count (>= 1; throws vt::Error otherwise) and LibTorch's threads to
+// it: vt.set_threads, so that the next native step keeps the user's count.
+void SetDefaultThreads(int n);
 
 // LibTorch's current intra-op thread count.
 int Threads();

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "runtime/common/error.h"
+#include "runtime/common/threads.h"
 
 namespace vt::train {
 namespace {
@@ -184,6 +185,8 @@ void TorchBaseline::Update() {
 }
 
 double TorchBaseline::Step() {
+  // The native profile's count, not whatever a runner's profile (splitk4: 1 thread) left.
+  SetThreads(DefaultThreadCount());
   ++step_;
   const data::Batch batch = data::StepBatch(*data_, spec_.seed(), spec_.batch(), step_);
   at::Tensor inputs = batch.inputs.is_floating_point() ? batch.inputs.to(dtype_) : batch.inputs;

@@ -3,6 +3,8 @@
 // at::cross_entropy_loss), LibTorch's autograd and a torch.optim-style in-place update, in
 // FP32 or FP64. It is the reference the benchmarks measure vtrun's cost against
 // (scripts/bench/training.lua): no rounding, no logs, no device profiles, nothing verifiable.
+// Each step runs on the default thread count (VTRUN_THREADS or vt.set_threads), as a native
+// runner's step does.
 //
 // It starts from the spec's initial weights (the same names and values as vtrun's model) and
 // draws the spec's batches, so in FP64 its losses equal vtrun's plain FP64 engine's up to

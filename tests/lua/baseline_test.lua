@@ -45,6 +45,21 @@ s:test("MLP, ResNet-18, ResNet-50 and GPT-2 in plain LibTorch give vtrun's FP64 
   T.assert_true(ta:step() ~= tb:step(), "a second step after another update differs")
 end)
 
+s:test("runs on the default thread count, which vt.set_threads sets, whatever a profile left", function()
+  local before = vt.threads()
+  local data = vt.data.fashion_mnist{limit = 64}
+  local spec = vt.spec{model = vt.models.mlp{hidden = {8}}, data = data, steps = 4, batch = 8}
+  vt.set_threads(3)
+  local native = vt.trainer{spec = spec, data = data, mode = "fp64"}
+  native:step()
+  T.assert_eq(vt.threads(), 3, "a native step keeps the count vt.set_threads set")
+  vt.trainer{spec = spec, data = data, mode = "fp64", profile = "splitk4"}:step()
+  T.assert_eq(vt.threads(), 1, "splitk4 runs on one thread")
+  vt.torch_baseline{spec = spec, data = data}:step()
+  T.assert_eq(vt.threads(), 3, "the baseline runs on the default count, not splitk4's")
+  vt.set_threads(before)
+end)
+
 s:test("FP32 runs and trains", function()
   local data = vt.data.fashion_mnist{limit = 256}
   local spec = vt.spec{model = vt.models.mlp{hidden = {32}}, data = data, optim = vt.optim.sgd{lr = 0.1}, steps = 20, batch = 32}
