@@ -296,6 +296,7 @@ void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {
     lua_newtable(L);
     set("calls", static_cast<double>(s.calls));
     set("magnitudes", static_cast<double>(s.magnitudes));
+    set("seconds", s.seconds);
     SetCounts(L, s);
     lua_setfield(L, -2, name.c_str());
   }

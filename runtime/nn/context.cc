@@ -233,9 +233,13 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
                                      bool owned, const precision::Magnitude& offered) {
   struct Timer {
     double* total;
+    double* per_boundary = nullptr;  // set once the boundary's statistics are found
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     ~Timer() {
-      *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double d =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      *total += d;
+      if (per_boundary != nullptr) *per_boundary += d;
     }
   } timer{&boundary_seconds_};
   if (call < 0) {
@@ -245,6 +249,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
     next = std::max(next, call + 1);
   }
   BoundaryStats& s = stats_[boundary];
+  timer.per_boundary = &s.seconds;
   s.calls += 1;
   s.elements += x.numel();
   const Window& w = windows_->Lookup(boundary);

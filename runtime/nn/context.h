@@ -101,6 +101,9 @@ struct BoundaryStats {
   // Calls whose window's absolute term used a per-element magnitude (ROUNDING.md "The
   // window"); the others used each value's own |x|.
   int64_t magnitudes = 0;
+  // Wall seconds spent at this boundary over the step's calls: rounding or replay, the
+  // trace's checksum, and the bookkeeping around them (`times.boundaries` per boundary).
+  double seconds = 0.0;
 };
 
 // How a dishonest trainer tampers with its own roundings, for the verification game's

@@ -83,6 +83,9 @@ std::string EncodeRankReport(const RankReport& report) {
                       s.near_misses, s.steerable, s.steered, s.steered_unlogged, s.magnitudes}) {
       PutU64(&out, static_cast<uint64_t>(v));
     }
+    uint64_t seconds_bits;
+    std::memcpy(&seconds_bits, &s.seconds, sizeof(seconds_bits));
+    PutU64(&out, seconds_bits);
   }
   PutBytes(&out, report.divergence);
   PutU64(&out, static_cast<uint64_t>(report.log_mismatches));
@@ -103,6 +106,8 @@ RankReport DecodeRankReport(const std::string& bytes) {
           &s.near_misses, &s.steerable, &s.steered, &s.steered_unlogged, &s.magnitudes}) {
       *v = r.I64();
     }
+    const uint64_t seconds_bits = r.U64();
+    std::memcpy(&s.seconds, &seconds_bits, sizeof(s.seconds));
   }
   report.divergence = r.Bytes();
   report.log_mismatches = r.I64();

@@ -10,7 +10,9 @@
 -- (vt.calibrate over 2 steps on this profile and one other, untimed).
 --
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
---                                    [windows=paper,calibrated] [drain=auto|on|off]
+--                                    [windows=paper,calibrated] [drain=auto|on|off] [boundaries=0]
+-- boundaries=N: after each trainer and auditor row, the N boundaries (layer numbers folded:
+-- "h.#.mlp.gelu:fwd") that took the most wall time per timed step, from the step reports.
 -- GPT-2 small needs about 12 GB with windows=paper; calibrating it in one process (two
 -- profiles' runs and every boundary's values of a step) needs more than 24 GB.
 -- Each of vtrun's FP64 runners (plain, trainer, auditor) steps in turn with the LibTorch FP64
@@ -23,8 +25,11 @@
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, the rounding kernels'
 -- ratio_to_memcpy, round_log_calibrated_ratio and replay_ratio, then per model.
-local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated", drain = "auto"},
-                  arg)
+local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated", drain = "auto",
+                   boundaries = 0}, arg)
+if not (a.boundaries >= 0 and a.boundaries == math.floor(a.boundaries)) then
+  error("bench/training: boundaries must be an integer >= 0, got " .. tostring(a.boundaries), 0)
+end
 local steps, profile = a.steps, a.profile
 -- A trainer or auditor writes each step into its store on a background thread while the next
 -- step computes. Paired with the baseline, that "next step" is LibTorch's: with no idle CPU
@@ -113,6 +118,7 @@ local function time_steps(runner, torch64, store)
   end
   local own, base = {}, {}
   local bytes, logged, elements, cpu = 0, 0, 0, 0
+  local groups = {}  -- boundary name with its layer numbers folded -> summed statistics
   for i = 1, steps do
     local c0, t0 = os.clock(), clock()
     local r = runner:step()
@@ -122,6 +128,15 @@ local function time_steps(runner, torch64, store)
     if type(r) == "table" and r.log_bytes ~= nil then
       bytes, logged, elements = bytes + r.log_bytes, logged + r.logged, elements + r.elements
     end
+    if type(r) == "table" and r.boundaries ~= nil then
+      for name, b in pairs(r.boundaries) do
+        local key = name:gsub("%d+", "#")
+        local g = groups[key] or {calls = 0, elements = 0, logged = 0, seconds = 0}
+        groups[key] = g
+        g.calls, g.elements = g.calls + b.calls, g.elements + b.elements
+        g.logged, g.seconds = g.logged + b.logged, g.seconds + b.seconds
+      end
+    end
     if torch64 then
       t0 = clock()
       torch64:step()
@@ -129,7 +144,28 @@ local function time_steps(runner, torch64, store)
     end
   end
   return {s = median(own), torch64_s = torch64 and median(base), cpu_s = cpu / steps, bytes = bytes / steps,
-          logged = logged / steps, elements = elements / steps}
+          logged = logged / steps, elements = elements / steps, groups = groups}
+end
+
+-- The `a.boundaries` boundary groups of a runner with the most seconds, per timed step.
+local function print_boundaries(role, t)
+  if a.boundaries == 0 then return end
+  local list, total = {}, 0
+  for name, g in pairs(t.groups) do
+    list[#list + 1] = {name = name, g = g}
+    total = total + g.seconds
+  end
+  table.sort(list, function(x, y) return x.g.seconds > y.g.seconds end)
+  print(string.format("  %s: %.1f ms a step at %d boundary groups; the %d slowest:", role, 1e3 * total / steps,
+                      #list, math.min(a.boundaries, #list)))
+  print(string.format("    %-40s %8s %12s %9s %9s %9s", "boundary", "calls", "values", "ms", "ns/value", "logged %"))
+  for i = 1, math.min(a.boundaries, #list) do
+    local e = list[i]
+    local g = e.g
+    print(string.format("    %-40s %8.0f %12.0f %9.2f %9.2f %8.2f%%", e.name, g.calls / steps, g.elements / steps,
+                        1e3 * g.seconds / steps, 1e9 * g.seconds / math.max(g.elements, 1),
+                        100 * g.logged / math.max(g.elements, 1)))
+  end
 end
 
 -- Windows: the paper's (band 1/4) and calibrated ones, measured by vt.calibrate over the
@@ -199,6 +235,8 @@ for _, m in ipairs(models) do
     print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %9.3f %12.0f %9.4f%%",
                         m.name, window, torch32, median(torch64_all), fp32, fp64, tr, au, tr / t.torch64_s,
                         au / a.torch64_s, tr / fp64, au / fp64, t.cpu_s, t.bytes, 100 * t.logged / t.elements))
+    print_boundaries("trainer", t)
+    print_boundaries("auditor", a)
     auditor = nil
     collectgarbage("collect")
   end

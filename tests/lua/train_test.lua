@@ -50,6 +50,14 @@ s:test("trainer and auditor on different profiles end with equal roots", functio
     T.assert_eq(step, seen)
     T.assert_true(report.elements > 0 and report.logged > 0 and report.log_bytes > 0)
     T.assert_true(report.boundaries["fc0:fwd"] ~= nil and report.boundaries["fc1.weight:update"] ~= nil)
+    -- Each boundary's seconds are its share of times.boundaries.
+    local sum = 0
+    for name, b in pairs(report.boundaries) do
+      T.assert_true(b.seconds > 0, name .. " took no time")
+      sum = sum + b.seconds
+    end
+    T.assert_true(sum <= report.times.boundaries * (1 + 1e-9) and sum >= 0.99 * report.times.boundaries,
+                  "boundaries' seconds " .. sum .. " against times.boundaries " .. report.times.boundaries)
   end
   T.assert_eq(seen, 12)
   T.assert_true(trainer:done())
