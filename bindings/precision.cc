@@ -12,6 +12,7 @@
 #include "bindings/module.h"
 #include "bindings/tensor.h"
 #include "runtime/common/error.h"
+#include "runtime/optim/bench.h"
 #include "runtime/precision/bench.h"
 #include "runtime/precision/codec.h"
 #include "runtime/precision/divergence.h"
@@ -355,6 +356,40 @@ std::vector<int> OptIntList(lua_State* L, int idx, const char* api, const char* 
   return values;
 }
 
+// vt.bench_optimizer{elements=8M, threads={1,2}, repeats=5}: a list of {kind, threads, fp64,
+// trainer_fused, trainer_unfused, auditor_fused, auditor_unfused} (seconds a step).
+int BenchOptimizerFn(lua_State* L) {
+  const char* api = "vt.bench_optimizer";
+  CheckOptions(L, 1, api, {"elements", "threads", "repeats"});
+  vt::optim::OptimizerBenchOptions o;
+  if (auto v = OptInteger(L, 1, api, "elements")) o.elements = *v;
+  if (auto v = OptInteger(L, 1, api, "repeats")) o.repeats = static_cast<int>(*v);
+  o.threads = OptIntList(L, 1, api, "threads", o.threads);
+  return Protect(L, api, [&] {
+    const std::vector<vt::optim::OptimizerTiming> r = vt::optim::RunOptimizerBench(o);
+    lua_createtable(L, static_cast<int>(r.size()), 0);
+    for (size_t i = 0; i < r.size(); ++i) {
+      const vt::optim::OptimizerTiming& t = r[i];
+      lua_createtable(L, 0, 7);
+      lua_pushstring(L, t.kind.c_str());
+      lua_setfield(L, -2, "kind");
+      lua_pushnumber(L, t.threads);
+      lua_setfield(L, -2, "threads");
+      const std::pair<const char*, double> fields[] = {{"fp64", t.fp64},
+                                                       {"trainer_fused", t.trainer_fused},
+                                                       {"trainer_unfused", t.trainer_unfused},
+                                                       {"auditor_fused", t.auditor_fused},
+                                                       {"auditor_unfused", t.auditor_unfused}};
+      for (const auto& [name, value] : fields) {
+        lua_pushnumber(L, value);
+        lua_setfield(L, -2, name);
+      }
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    return 1;
+  });
+}
+
 // vt.bench_rounding{elements=, threads={1,2}, bits={32,26}, repeats=5, seed=1, alpha=2^-44}
 int BenchRoundingFn(lua_State* L) {
   const char* api = "vt.bench_rounding";
@@ -450,6 +485,7 @@ void OpenPrecision(lua_State* L) {
       {"replay", ReplayFn},
       {"grid", GridFn},
       {"bench_rounding", BenchRoundingFn},
+      {"bench_optimizer", BenchOptimizerFn},
       {"divergence", DivergenceFn},
       {nullptr, nullptr},
   };

@@ -221,16 +221,33 @@ void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
   *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude);
 }
 
+void StepContext::ApplyProduced(const std::string& boundary, at::Tensor* x,
+                                precision::BlockProducer produce,
+                                const precision::Magnitude& magnitude) {
+  if (!x->defined() || !x->device().is_cpu() || x->scalar_type() != at::kDouble ||
+      !x->is_contiguous()) {
+    throw Error("boundary '" + boundary +
+                "': a produced tensor must be a contiguous CPU float64 tensor");
+  }
+  if (!rounds()) {
+    precision::RunProducer(x->numel(), produce);
+    return;
+  }
+  *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude, &produce);
+}
+
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                bool owned, const precision::Magnitude& magnitude) {
+                                bool owned, const precision::Magnitude& magnitude,
+                                const precision::BlockProducer* produce) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
   const precision::Magnitude m = magnitude.defined() ? magnitude : OfferedMagnitudeFor(x);
-  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m)
-                         : RoundedNamed(prefix_ + boundary, x, call, owned, m);
+  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m, produce)
+                         : RoundedNamed(prefix_ + boundary, x, call, owned, m, produce);
 }
 
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                                     bool owned, const precision::Magnitude& offered) {
+                                     bool owned, const precision::Magnitude& offered,
+                                     const precision::BlockProducer* produce) {
   struct Timer {
     double* total;
     double* per_boundary = nullptr;  // set once the boundary's statistics are found
@@ -272,7 +289,15 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   }
   options.own_magnitude = !magnitude.defined() && !agreed;
   if (agreed) options.alpha = 0.0;
-  if (capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0) {
+  const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
+  const bool captures =
+      capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0;
+  // Captures, comparisons and tampering read every unrounded value: the op's pass first.
+  if (produce != nullptr && (captures || compare_ != nullptr || tampers)) {
+    precision::RunProducer(x.numel(), *produce);
+    produce = nullptr;
+  }
+  if (captures) {
     (*capture_)[{boundary, call}] = input.detach().clone();
   }
   if (compare_ != nullptr) {
@@ -283,8 +308,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   }
   // A tensor the caller hands over is rounded in its own storage: no allocation, and no
   // second pass over fresh memory. (Tampering needs the input after rounding.)
-  const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
   const bool in_place = owned && input.is_same(x) && x.is_contiguous() && !tampers;
+  if (produce != nullptr && !in_place) {  // (ApplyProduced's tensors are always in place)
+    precision::RunProducer(x.numel(), *produce);
+    produce = nullptr;
+  }
   int64_t steerable = 0;  // the trainer's own estimate (RoundStats::steerable)
   double scale = 0.0;     // max |x| when alpha > 0 (RoundStats::scale)
   // The trace's checksum of the rounded values, computed as the kernels write them (a
@@ -299,7 +327,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       return r.rounded;
     }
     const precision::RoundStats stats =
-        precision::RoundInto(input, input, options, record, where, magnitude, output_crc);
+        produce != nullptr
+            ? precision::RoundProduced(input, *produce, options, record, where, magnitude,
+                                       output_crc)
+            : precision::RoundInto(input, input, options, record, where, magnitude, output_crc);
     steerable = stats.steerable;
     scale = stats.scale;
     return input;
@@ -350,7 +381,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       }
       precision::ReplayResult r;
       if (in_place) {
-        r.report = precision::ReplayInto(input, it->second, input, options, where, magnitude, &crc);
+        r.report = produce != nullptr ? precision::ReplayProduced(input, *produce, it->second,
+                                                                  options, where, magnitude, &crc)
+                                      : precision::ReplayInto(input, it->second, input, options,
+                                                              where, magnitude, &crc);
         r.rounded = input;
       } else {
         r = precision::Replay(input, it->second, options, where, magnitude, &crc);
@@ -640,6 +674,21 @@ void AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitud
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x) {
   StepContext* c = StepContext::Current();
   if (c != nullptr) c->ApplyInPlace(boundary, x);
+}
+
+void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,
+                           precision::BlockProducer produce) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) {
+    c->ApplyProduced(boundary, x, produce);
+  } else {
+    precision::RunProducer(x->numel(), produce);
+  }
+}
+
+bool BoundariesRound() {
+  StepContext* c = StepContext::Current();
+  return c != nullptr && c->rounds();
 }
 
 }  // namespace vt::nn

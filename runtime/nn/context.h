@@ -29,6 +29,7 @@
 
 #include "runtime/precision/log_record.h"
 #include "runtime/precision/magnitude_source.h"
+#include "runtime/precision/round.h"
 
 namespace vt::precision {
 struct RoundOptions;
@@ -198,6 +199,17 @@ class StepContext {
   // float64 tensor. Results are the same as Apply's.
   void ApplyInPlace(const std::string& boundary, at::Tensor* x,
                     const precision::Magnitude& magnitude = {});
+  // ApplyInPlace of the values an elementwise pass writes into *x (a contiguous CPU float64
+  // tensor; anything else is a vt::Error): `produce` (precision::BlockProducer) runs block by
+  // block inside the rounding or replay pass, so each block is rounded while in cache. The
+  // results (values, records, counts, trace) are those of running `produce` over the whole
+  // tensor and then ApplyInPlace; the plain modes, calibration's captures and comparisons and
+  // a tampering trainer do just that. The boundary's `seconds` then include the op's pass.
+  void ApplyProduced(const std::string& boundary, at::Tensor* x, precision::BlockProducer produce,
+                     const precision::Magnitude& magnitude = {});
+  // Whether boundaries change values in this mode (rounded, logging, replay), so that an op
+  // gains from handing its pass to ApplyProduced.
+  bool rounds() const { return mode_ != Mode::kFp32 && mode_ != Mode::kFp64; }
 
   // Per-element magnitudes (ROUNDING.md "The window"). An op whose output (or input
   // gradient) goes to a boundary computes, when magnitudes_wanted(), a bound m of the size of
@@ -357,10 +369,13 @@ class StepContext {
   const Offer* ValidOffer(const at::Tensor& x) const;
   void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);
   // The magnitude given, else the one offered for x.
+  // With `produce`, x is owned and its values are still to be written (ApplyProduced).
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned,
-                     const precision::Magnitude& magnitude);
+                     const precision::Magnitude& magnitude,
+                     const precision::BlockProducer* produce = nullptr);
   at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
-                          bool owned, const precision::Magnitude& magnitude);
+                          bool owned, const precision::Magnitude& magnitude,
+                          const precision::BlockProducer* produce);
 };
 
 // The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with
@@ -372,6 +387,11 @@ at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32
                          const at::Tensor& magnitude = {});
 // ApplyInPlace of the current context (nothing when there is none).
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
+// ApplyProduced of the current context (without one, `produce` runs over the whole tensor).
+void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,
+                           precision::BlockProducer produce);
+// Whether the current context's boundaries change values (false outside a step).
+bool BoundariesRound();
 
 // The current context's magnitudes_wanted() (false outside a step).
 bool MagnitudesWanted();

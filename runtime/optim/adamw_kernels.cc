@@ -30,6 +30,21 @@ VT_ELEMENTWISE_CLONES void MomentsLoop(double* m, double* v, const double* g, do
   }
 }
 
+VT_ELEMENTWISE_CLONES void FirstMomentLoop(double* m, const double* g, double beta1, int64_t begin,
+                                           int64_t end) {
+  const double a1 = 1.0 - beta1;
+  for (int64_t i = begin; i < end; ++i) m[i] = beta1 * m[i] + a1 * g[i];
+}
+
+VT_ELEMENTWISE_CLONES void SecondMomentLoop(double* v, const double* g, double beta2, int64_t begin,
+                                            int64_t end) {
+  const double a2 = 1.0 - beta2;
+  for (int64_t i = begin; i < end; ++i) {
+    const double gi = g[i];
+    v[i] = beta2 * v[i] + (a2 * gi) * gi;
+  }
+}
+
 VT_ELEMENTWISE_CLONES void UpdateLoop(double* x, const double* m, const double* v, double lr,
                                       double c1, double c2, double eps, double decay, int64_t begin,
                                       int64_t end) {
@@ -67,6 +82,19 @@ void AdamWUpdateInPlace(at::Tensor& value, const at::Tensor& m, const at::Tensor
   at::parallel_for(0, value.numel(), kGrain, [&](int64_t begin, int64_t end) {
     UpdateLoop(px, pm, pv, lr, c1, c2, eps, decay, begin, end);
   });
+}
+
+void AdamWFirstMomentRange(double* m, const double* g, double beta1, int64_t begin, int64_t end) {
+  FirstMomentLoop(m, g, beta1, begin, end);
+}
+
+void AdamWSecondMomentRange(double* v, const double* g, double beta2, int64_t begin, int64_t end) {
+  SecondMomentLoop(v, g, beta2, begin, end);
+}
+
+void AdamWUpdateRange(double* value, const double* m, const double* v, double lr, double c1,
+                      double c2, double eps, double decay, int64_t begin, int64_t end) {
+  UpdateLoop(value, m, v, lr, c1, c2, eps, decay, begin, end);
 }
 
 }  // namespace vt::optim

@@ -10,6 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace vt::optim {
 
 // m <- beta1 * m + (1 - beta1) * g,  v <- beta2 * v + (1 - beta2) * g * g.
@@ -19,5 +21,13 @@ void AdamWMomentsInPlace(at::Tensor& m, at::Tensor& v, const at::Tensor& g, doub
 // value <- value * decay - lr * (m / c1) / (sqrt(v / c2) + eps).
 void AdamWUpdateInPlace(at::Tensor& value, const at::Tensor& m, const at::Tensor& v, double lr,
                         double c1, double c2, double eps, double decay);
+
+// The same arithmetic over elements [begin, end) of flat arrays, one output each, for a
+// rounding boundary to run block by block while it rounds (nn::ApplyBoundaryProduced): the
+// moments as two passes (each output rounded as it is written) instead of one.
+void AdamWFirstMomentRange(double* m, const double* g, double beta1, int64_t begin, int64_t end);
+void AdamWSecondMomentRange(double* v, const double* g, double beta2, int64_t begin, int64_t end);
+void AdamWUpdateRange(double* value, const double* m, const double* v, double lr, double c1,
+                      double c2, double eps, double decay, int64_t begin, int64_t end);
 
 }  // namespace vt::optim

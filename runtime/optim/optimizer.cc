@@ -11,6 +11,7 @@
 #include "runtime/nn/context.h"
 #include "runtime/optim/adamw_kernels.h"
 #include "runtime/optim/sgd_kernels.h"
+#include "runtime/tensor/layout.h"
 
 namespace vt::optim {
 namespace {
@@ -134,6 +135,10 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
   InitState(params);
   at::NoGradGuard no_grad;
   const double lr = config_.lr * config_.schedule.Factor(step);
+  // Where boundaries round, each pass runs inside its boundary's rounding pass, block by block
+  // (nn::ApplyBoundaryProduced: one pass over memory where there were two); in plain steps the
+  // passes run on their own, AdamW's moments together.
+  const bool fuse = fuse_boundaries_ && nn::BoundariesRound();
   for (const auto& [name, p] : params) {
     at::Tensor grad = p->grad();
     if (!grad.defined()) grad = at::zeros_like(*p);
@@ -144,27 +149,65 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
     if (config_.kind == "sgd") {
       // d = grad + weight_decay * value; buf = momentum * buf + d; value - lr * (d, buf or
       // d + momentum * buf): sgd_kernels.h, a pass each side of the momentum's boundary.
+      const double momentum = config_.momentum, weight_decay = config_.weight_decay;
       at::Tensor buf;
-      if (config_.momentum > 0) {
+      if (momentum > 0) {
         buf = first_[name];
-        SgdMomentumInPlace(buf, grad, value, config_.momentum, config_.weight_decay);
-        nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
+        if (fuse && ContiguousCpuDoubles({&buf, &grad, &value})) {
+          double* pb = buf.data_ptr<double>();
+          const double *pg = grad.data_ptr<double>(), *px = value.data_ptr<double>();
+          nn::ApplyBoundaryProduced(name + ":momentum", &buf, [&](int64_t begin, int64_t end) {
+            SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
+          });
+        } else {
+          SgdMomentumInPlace(buf, grad, value, momentum, weight_decay);
+          nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
+        }
         first_[name] = buf;
       }
-      SgdUpdateInPlace(updated, grad, buf, lr, config_.momentum, config_.weight_decay,
-                       config_.nesterov);
+      if (fuse && ContiguousCpuDoubles({&value, &grad}) &&
+          (!buf.defined() || ContiguousCpuDoubles({&value, &buf}))) {
+        double* px = value.data_ptr<double>();
+        const double* pg = grad.data_ptr<double>();
+        const double* pb = buf.defined() ? buf.data_ptr<double>() : nullptr;
+        const bool nesterov = config_.nesterov;
+        nn::ApplyBoundaryProduced(name + ":update", &updated, [&](int64_t begin, int64_t end) {
+          SgdUpdateRange(px, pg, pb, lr, momentum, weight_decay, nesterov, begin, end);
+        });
+      } else {
+        SgdUpdateInPlace(updated, grad, buf, lr, momentum, weight_decay, config_.nesterov);
+        nn::ApplyBoundaryInPlace(name + ":update", &updated);
+      }
     } else {
       at::Tensor& m = first_[name];
       at::Tensor& v = second_[name];
-      AdamWMomentsInPlace(m, v, grad, config_.beta1, config_.beta2);
-      nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
-      nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
-      const double c1 = 1.0 - PowInt(config_.beta1, step), c2 = 1.0 - PowInt(config_.beta2, step);
+      const double beta1 = config_.beta1, beta2 = config_.beta2, eps = config_.eps;
+      const double c1 = 1.0 - PowInt(beta1, step), c2 = 1.0 - PowInt(beta2, step);
       // value * 1.0 is value, bit for bit.
       const double decay = config_.weight_decay > 0 ? 1.0 - lr * config_.weight_decay : 1.0;
-      AdamWUpdateInPlace(updated, m, v, lr, c1, c2, config_.eps, decay);
+      if (fuse && ContiguousCpuDoubles({&value, &m, &v, &grad})) {
+        double *pm = m.data_ptr<double>(), *pv = v.data_ptr<double>();
+        double* px = value.data_ptr<double>();
+        const double* pg = grad.data_ptr<double>();
+        nn::ApplyBoundaryProduced(name + ":exp_avg", &m, [&](int64_t begin, int64_t end) {
+          AdamWFirstMomentRange(pm, pg, beta1, begin, end);
+        });
+        nn::ApplyBoundaryProduced(name + ":exp_avg_sq", &v, [&](int64_t begin, int64_t end) {
+          AdamWSecondMomentRange(pv, pg, beta2, begin, end);
+        });
+        // A tampering trainer's boundary hands back new tensors (Rounded): read those.
+        const double *rm = m.data_ptr<double>(), *rv = v.data_ptr<double>();
+        nn::ApplyBoundaryProduced(name + ":update", &updated, [&](int64_t begin, int64_t end) {
+          AdamWUpdateRange(px, rm, rv, lr, c1, c2, eps, decay, begin, end);
+        });
+      } else {
+        AdamWMomentsInPlace(m, v, grad, beta1, beta2);
+        nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
+        nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);
+        AdamWUpdateInPlace(updated, m, v, lr, c1, c2, eps, decay);
+        nn::ApplyBoundaryInPlace(name + ":update", &updated);
+      }
     }
-    nn::ApplyBoundaryInPlace(name + ":update", &updated);
     if (!updated.is_same(value)) value.copy_(updated);
     p->mutable_grad() = at::Tensor();
   }

@@ -63,8 +63,15 @@ class Optimizer {
   // scenarios (train/deviation.h).
   void set_config(OptimizerConfig config);
 
+  // Where boundaries round, each elementwise pass runs inside its boundary's rounding pass
+  // (nn::ApplyBoundaryProduced); false runs the pass, then the boundary over its output. The
+  // results are the same bits either way: false is the tests' and benchmarks' control.
+  // Default: true.
+  void set_fuse_boundaries(bool fuse) { fuse_boundaries_ = fuse; }
+
  private:
   OptimizerConfig config_;
+  bool fuse_boundaries_ = true;
   std::map<std::string, at::Tensor> first_;   // momentum buffer / exp_avg
   std::map<std::string, at::Tensor> second_;  // exp_avg_sq
 };

@@ -68,6 +68,12 @@ VT_UPDATE_LOOP(UpdateLoopPlain2, false, 2)
 using UpdateLoop = void (*)(double*, const double*, const double*, double, double, double, int64_t,
                             int64_t);
 
+UpdateLoop PickUpdateLoop(bool has_buf, bool nesterov, bool decay) {
+  return !has_buf   ? (decay ? UpdateLoopDecay0 : UpdateLoopPlain0)
+         : nesterov ? (decay ? UpdateLoopDecay2 : UpdateLoopPlain2)
+                    : UpdateLoopBuffer;
+}
+
 void Update(UpdateLoop loop, double* x, const double* g, const double* buf, double lr,
             double momentum, double weight_decay, int64_t n) {
   at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
@@ -87,11 +93,7 @@ void SgdMomentumInPlace(at::Tensor& buf, const at::Tensor& grad, const at::Tenso
   double* pb = buf.data_ptr<double>();
   const double *pg = grad.data_ptr<double>(), *px = value.data_ptr<double>();
   at::parallel_for(0, buf.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    if (weight_decay > 0) {
-      MomentumLoopDecay(pb, pg, px, momentum, weight_decay, begin, end);
-    } else {
-      MomentumLoopPlain(pb, pg, px, momentum, weight_decay, begin, end);
-    }
+    SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
   });
 }
 
@@ -109,11 +111,24 @@ void SgdUpdateInPlace(at::Tensor& value, const at::Tensor& grad, const at::Tenso
   const double* pg = grad.data_ptr<double>();
   const double* pb = has_buf ? buf.data_ptr<double>() : nullptr;
   const int64_t n = value.numel();
-  const bool decay = weight_decay > 0;
-  const UpdateLoop loop = !has_buf   ? (decay ? UpdateLoopDecay0 : UpdateLoopPlain0)
-                          : nesterov ? (decay ? UpdateLoopDecay2 : UpdateLoopPlain2)
-                                     : UpdateLoopBuffer;
-  Update(loop, px, pg, pb, lr, momentum, weight_decay, n);
+  Update(PickUpdateLoop(has_buf, nesterov, weight_decay > 0), px, pg, pb, lr, momentum,
+         weight_decay, n);
+}
+
+void SgdMomentumRange(double* buf, const double* grad, const double* value, double momentum,
+                      double weight_decay, int64_t begin, int64_t end) {
+  if (weight_decay > 0) {
+    MomentumLoopDecay(buf, grad, value, momentum, weight_decay, begin, end);
+  } else {
+    MomentumLoopPlain(buf, grad, value, momentum, weight_decay, begin, end);
+  }
+}
+
+void SgdUpdateRange(double* value, const double* grad, const double* buf, double lr,
+                    double momentum, double weight_decay, bool nesterov, int64_t begin,
+                    int64_t end) {
+  PickUpdateLoop(buf != nullptr, nesterov, weight_decay > 0)(value, grad, buf, lr, momentum,
+                                                             weight_decay, begin, end);
 }
 
 }  // namespace vt::optim

@@ -9,6 +9,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace vt::optim {
 
 // buf <- buf * momentum + d, where d = grad + weight_decay * value if weight_decay > 0, else
@@ -20,5 +22,14 @@ void SgdMomentumInPlace(at::Tensor& buf, const at::Tensor& grad, const at::Tenso
 // defined, else d (d as above, from value before the update).
 void SgdUpdateInPlace(at::Tensor& value, const at::Tensor& grad, const at::Tensor& buf, double lr,
                       double momentum, double weight_decay, bool nesterov);
+
+// The same arithmetic over elements [begin, end) of flat arrays, for a rounding boundary to
+// run block by block while it rounds (nn::ApplyBoundaryProduced). `buf` may be null in
+// SgdUpdateRange (no momentum).
+void SgdMomentumRange(double* buf, const double* grad, const double* value, double momentum,
+                      double weight_decay, int64_t begin, int64_t end);
+void SgdUpdateRange(double* value, const double* grad, const double* buf, double lr,
+                    double momentum, double weight_decay, bool nesterov, int64_t begin,
+                    int64_t end);
 
 }  // namespace vt::optim

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 
 #include <cstdint>
 #include <string_view>
@@ -133,6 +134,32 @@ ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOption
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context = {},
                         const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
+
+// An op's elementwise pass over [begin, end) of a boundary's tensor: it computes those
+// elements' unrounded values and writes them into the tensor (an in-place update may read the
+// old values first). The *Produced functions call it on blocks of a few thousand elements,
+// from LibTorch's threads, each element's block exactly once, and round each block right
+// after it is written, while it is still in cache: the op and the boundary take one pass over
+// memory instead of two (issue 17, "rounding fused into the ops").
+using BlockProducer = c10::function_ref<void(int64_t begin, int64_t end)>;
+
+// RoundInto(out, out, ...) on the values `produce` writes into `out` (contiguous CPU float64):
+// the same results, stats, record and CRC as producing every block first and rounding after.
+// A window whose absolute term needs the tensor's max |x| (alpha > 0 with no magnitude and
+// own_magnitude false) needs every value first: then the producer runs over the whole tensor
+// before the rounding pass. A range error names the value the producer wrote (overwritten).
+RoundStats RoundProduced(const at::Tensor& out, BlockProducer produce, const RoundOptions& options,
+                         LogRecord* log = nullptr, const BoundaryContext& context = {},
+                         const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
+
+// ReplayInto(out, log, out, ...) on the values `produce` writes into `out`, likewise.
+ReplayReport ReplayProduced(const at::Tensor& out, BlockProducer produce, const LogRecord& log,
+                            const RoundOptions& options, const BoundaryContext& context = {},
+                            const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
+
+// Runs `produce` over [0, n) on LibTorch's threads without rounding (the plain modes, and
+// the windows that need every value before rounding).
+void RunProducer(int64_t n, BlockProducer produce);
 
 struct GridResult {
   at::Tensor lo;  // lo_b(x): the largest grid value <= x. float64, x's shape.

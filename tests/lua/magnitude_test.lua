@@ -5,6 +5,8 @@
 -- (alpha = 0) no magnitude is computed at all (the control). A boundary that silently lost
 -- its magnitude would fall back to the tensor's largest value and log far more.
 local T = require "vt.test"
+-- Every store of this script lives here, removed when it ends.
+local tmp = vt.fs.tmpdir("magnitude-test")
 
 local s = T.suite("magnitudes")
 
@@ -13,7 +15,7 @@ local function one_step(model, data, alpha)
   local spec = vt.spec{model = model, data = data, optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}, batch = 8,
                        steps = 1, seed = 1, checkpoint_every = 1,
                        round = {bits = 32, fwd = w, bwd = w, grad = w, update = {band = 0.25, alpha = 0}}}
-  local t = vt.trainer{spec = spec, data = data, store = vt.store.open(vt.fs.tmpdir("magnitude"))}
+  local t = vt.trainer{spec = spec, data = data, store = vt.store.open(vt.fs.tmpdir("magnitude", tmp))}
   return t:step().boundaries
 end
 
@@ -58,5 +60,5 @@ s:test("ResNet: convolutions, batch norm, pooling, the linear head and parameter
   none(one_step(model(), data, 0))
 end)
 
-local _, failed = T.run({exit = false})
+local _, failed = T.run({exit = false, cleanup = function() vt.fs.remove(tmp) end})
 os.exit(failed == 0 and 0 or 1)

@@ -4,6 +4,8 @@
 -- hash, an auditor with another model file is refused with the module named, a spec whose
 -- declared structure disagrees with its source is refused); bad sources get clear errors.
 local T = require "vt.test"
+-- Every store of this script lives here, removed when it ends.
+local tmp = vt.fs.tmpdir("nn-test")
 
 local s = T.suite("vt.nn")
 local models = vt.nn.models_dir
@@ -16,7 +18,7 @@ local function spec_of(model, data, opts)
 end
 
 local function train(spec, data, profile)
-  local t = vt.trainer{spec = spec, data = data, store = vt.store.open(vt.fs.tmpdir("nn")), profile = profile}
+  local t = vt.trainer{spec = spec, data = data, store = vt.store.open(vt.fs.tmpdir("nn", tmp)), profile = profile}
   return t, t:run()
 end
 
@@ -111,12 +113,12 @@ s:test("a Lua CNN replays to equal roots on another profile and in another proce
                        {round = {band = 1 / 16}})
   local t, r = train(spec, data, "native")
   local a = vt.auditor{spec = spec, data = data, logs = t, profile = "splitk4",
-                       store = vt.store.open(vt.fs.tmpdir("nn"))}
+                       store = vt.store.open(vt.fs.tmpdir("nn", tmp))}
   local ar = a:run()
   T.assert_eq(ar.root, r.root, "root replayed on splitk4")
   T.assert_eq(ar.illegitimate, 0, "illegitimate entries on splitk4")
   -- 'scalar' is a process-level profile: an auditor of its own that has only the spec's text.
-  local dir = vt.fs.tmpdir("nn")
+  local dir = vt.fs.tmpdir("nn", tmp)
   local spec_file = write_spec(spec, dir)
   local logs = t:store():path()
   local run_id = t:run_id()
@@ -134,7 +136,7 @@ s:test("data-parallel ranks and calibration workers rebuild a Lua model from the
   local model = vt.nn.model{file = models .. "cnn.lua", args = {width = 4}}
   -- Two ranks (native and splitk4) train a sharded spec; one process on 'blocked' replays it.
   local sharded = vt.spec{model = model, data = data, steps = 4, batch = 16, shards = 2, checkpoint_every = 2, seed = 3}
-  local dir = vt.fs.tmpdir("nn")
+  local dir = vt.fs.tmpdir("nn", tmp)
   local trained = party({"--nproc", "2", "nn_party.lua", "train", write_spec(sharded, dir), "-", "-", dir .. "/trainer"})
   local a = vt.auditor{spec = sharded, data = data, logs = vt.store.open(dir .. "/trainer", {read_only = true}),
                        logs_run = "run", store = vt.store.open(dir .. "/auditor"), profile = "blocked"}
@@ -171,18 +173,18 @@ s:test("an auditor with another model is refused with the difference named", fun
   local t = train(spec, data)
   local other = spec_of(vt.nn.model{file = models .. "cnn.lua", args = {width = 5}}, data, {steps = 2})
   T.assert_error(function()
-    vt.auditor{spec = other, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn"))}
+    vt.auditor{spec = other, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn", tmp))}
   end, "model.module.stage1.conv is Conv2d%(in=1,out=5")
   local src = io.open(models .. "cnn.lua"):read("*a"):gsub("nn.Tanh%(%)", "nn.Sigmoid()")
   local edited = spec_of(vt.nn.model{source = src, args = {width = 4}}, data, {steps = 2})
   T.assert_error(function()
-    vt.auditor{spec = edited, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn"))}
+    vt.auditor{spec = edited, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn", tmp))}
   end, "model.module.act is Sigmoid here, Tanh in the logs")
   -- A source that differs only in its text is named by where it differs.
   local commented = io.open(models .. "cnn.lua"):read("*a"):gsub("local w = ", "local w = -- width\n")
   local other_text = spec_of(vt.nn.model{source = commented, args = {width = 4}}, data, {steps = 2})
   T.assert_error(function()
-    vt.auditor{spec = other_text, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn"))}
+    vt.auditor{spec = other_text, data = data, logs = t, store = vt.store.open(vt.fs.tmpdir("nn", tmp))}
   end, "model.source differs from character %d+ %(line %d+%)")
 end)
 
@@ -265,5 +267,5 @@ s:test("modules print their structure and parameter shapes", function()
   T.assert_eq(spec_of(m, data):parameters(), m.module:parameter_count())
 end)
 
-local _, failed = T.run({exit = false})
+local _, failed = T.run({exit = false, cleanup = function() vt.fs.remove(tmp) end})
 os.exit(failed == 0 and 0 or 1)

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 namespace {
@@ -36,12 +37,29 @@ TEST_CASE("fused AdamW passes equal the tensor expressions bit for bit", "[train
     CHECK(m2.data_ptr() == m_memory);  // in place: the same memory
     CHECK(at::equal(m2, b1 * m + (1.0 - b1) * g));
     CHECK(at::equal(v2, b2 * v + (1.0 - b2) * g * g));
+    // The range functions a rounding boundary runs block by block (one output each).
+    at::Tensor m3 = m.clone(), v3 = v.clone();
+    for (int64_t begin = 0; begin < n; begin += 2048) {
+      const int64_t end = std::min(n, begin + 2048);
+      vt::optim::AdamWFirstMomentRange(m3.data_ptr<double>(), g.data_ptr<double>(), b1, begin, end);
+      vt::optim::AdamWSecondMomentRange(v3.data_ptr<double>(), g.data_ptr<double>(), b2, begin,
+                                        end);
+    }
+    CHECK(at::equal(m3, m2));
+    CHECK(at::equal(v3, v2));
     for (double decay : {1.0, 1.0 - lr * 0.01}) {
       const at::Tensor want =
           (decay == 1.0 ? value : value * decay) - lr * (m2 / c1) / (at::sqrt(v2 / c2) + eps);
       at::Tensor x = value.clone();
       vt::optim::AdamWUpdateInPlace(x, m2, v2, lr, c1, c2, eps, decay);
       CHECK(at::equal(x, want));
+      at::Tensor y = value.clone();
+      for (int64_t begin = 0; begin < n; begin += 3001) {
+        vt::optim::AdamWUpdateRange(y.data_ptr<double>(), m2.data_ptr<double>(),
+                                    v2.data_ptr<double>(), lr, c1, c2, eps, decay, begin,
+                                    std::min(n, begin + 3001));
+      }
+      CHECK(at::equal(y, want));
     }
   }
   at::set_num_threads(before);

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 namespace {
@@ -52,6 +53,27 @@ void CheckStep(const at::Tensor& buf, const at::Tensor& grad, const at::Tensor& 
         vt::optim::SgdUpdateInPlace(x, grad, b, lr, momentum, weight_decay, nesterov);
         CHECK(x.data_ptr() == x_memory);  // in place
         CHECK(at::equal(x, want_value));
+        // The range functions a rounding boundary runs block by block: the same bits, over
+        // any split of the elements (contiguous float64 only).
+        if (!value.is_contiguous() || value.scalar_type() != at::kDouble || !buf.is_contiguous())
+          continue;
+        at::Tensor rb = momentum > 0 ? buf.clone() : at::Tensor();
+        at::Tensor rx = value.clone();
+        const int64_t n = rx.numel();
+        for (int64_t begin = 0; begin < n; begin += 2048 + begin % 7) {
+          const int64_t end = std::min(n, begin + 2048 + begin % 7);
+          if (momentum > 0) {
+            vt::optim::SgdMomentumRange(rb.data_ptr<double>(), grad.data_ptr<double>(),
+                                        rx.data_ptr<double>(), momentum, weight_decay, begin, end);
+          }
+        }
+        for (int64_t begin = 0; begin < n; begin += 1000) {
+          vt::optim::SgdUpdateRange(rx.data_ptr<double>(), grad.data_ptr<double>(),
+                                    momentum > 0 ? rb.data_ptr<double>() : nullptr, lr, momentum,
+                                    weight_decay, nesterov, begin, std::min(n, begin + 1000));
+        }
+        if (momentum > 0) CHECK(at::equal(rb, want_buf));
+        CHECK(at::equal(rx, want_value));
       }
     }
   }
