@@ -198,4 +198,22 @@ s:test("non-contiguous tensors are accepted", function()
   T.assert_eq(report.corrections, 0)
 end)
 
+s:test("vt.bench_optimizer times every arm and names bad options", function()
+  local rows = vt.bench_optimizer{elements = 5000, repeats = 1, threads = {1}}
+  T.assert_eq(#rows, 2)
+  T.assert_eq(rows[1].kind, "sgd")
+  T.assert_eq(rows[2].kind, "adamw")
+  for _, r in ipairs(rows) do
+    T.assert_eq(r.threads, 1)
+    for _, k in ipairs{"fp64", "trainer_fused", "trainer_unfused", "auditor_fused", "auditor_unfused"} do
+      T.assert_true(r[k] > 0 and r[k] < 60, k .. " = " .. tostring(r[k]))
+    end
+  end
+  T.assert_error(function() vt.bench_optimizer{elements = 0} end, "elements must be >= 1, got 0")
+  T.assert_error(function() vt.bench_optimizer{repeats = 0} end, "repeats must be >= 1, got 0")
+  T.assert_error(function() vt.bench_optimizer{threads = {0}} end, "thread counts must be >= 1, got 0")
+  T.assert_error(function() vt.bench_optimizer{threads = {}} end, "threads must not be empty")
+  T.assert_error(function() vt.bench_optimizer{steps = 3} end, "steps")
+end)
+
 T.run()
