@@ -19,22 +19,34 @@ RecordEncoder::~RecordEncoder() {
 
 void RecordEncoder::WillWrite(const nn::RecordKey& key) {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (pending_.count(key) != 0) {
+    unsignaled_ = 0;
+    changed_.notify_all();  // the worker may be waiting for a batch to fill
+  }
   changed_.wait(lock, [&] { return pending_.count(key) == 0; });
   encoded_.erase(key);
   errors_.erase(key);
 }
 
 void RecordEncoder::Written(const nn::RecordKey& key, const precision::LogRecord& record) {
+  bool wake = false;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     queue_.emplace_back(key, &record);
     pending_.insert(key);
+    unsignaled_ += record.size();
+    if (unsignaled_ >= kWakeElements) {
+      unsignaled_ = 0;
+      wake = true;
+    }
   }
-  changed_.notify_all();
+  if (wake) changed_.notify_all();
 }
 
 std::map<nn::RecordKey, std::string> RecordEncoder::Take() {
   std::unique_lock<std::mutex> lock(mutex_);
+  unsignaled_ = 0;
+  changed_.notify_all();  // the rest of the queue, however small
   changed_.wait(lock, [&] { return queue_.empty() && !busy_; });
   std::map<nn::RecordKey, std::string> out = std::move(encoded_);
   encoded_.clear();

@@ -54,6 +54,12 @@ class RecordEncoder final : public nn::RecordSink {
   std::set<nn::RecordKey> pending_;  // queued or in hand
   std::map<nn::RecordKey, std::string> encoded_;
   std::map<nn::RecordKey, std::string> errors_;
+  // Elements queued since the worker was last woken. Written wakes it once a batch of
+  // kWakeElements has queued (Take and WillWrite wake it for the rest): waking it for each of
+  // a step's records (366 on the GPT, most of them small) cost a futex call and a context
+  // switch each.
+  static constexpr int64_t kWakeElements = int64_t{1} << 20;
+  int64_t unsignaled_ = 0;
   bool busy_ = false;
   bool stop_ = false;
   std::thread worker_;  // last: started once the members above exist

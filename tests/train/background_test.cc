@@ -46,6 +46,8 @@ TEST_CASE("records encoded ahead are EncodeLog's bytes, the last write of a key 
     encoder.Written(key, log[key]);
   }
   // A second write of a key in the same step: WillWrite waits until the first is encoded.
+  // (The 40 records hold fewer values than wake the worker on their own: WillWrite and Take
+  // must wake it for what is queued.)
   const vt::nn::RecordKey again{"b3:fwd", 0};
   encoder.WillWrite(again);
   log[again] = Pattern(5000, 99);
