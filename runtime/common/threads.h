@@ -25,6 +25,19 @@ void SetDefaultThreads(int n);
 // LibTorch's current intra-op thread count.
 int Threads();
 
+// Restores LibTorch's thread count of its construction when it goes out of scope (also on an
+// exception): for code that changes the count while it runs, such as the benchmarks.
+class ThreadsRestorer {
+ public:
+  ThreadsRestorer() : saved_(Threads()) {}
+  ~ThreadsRestorer() { SetThreads(saved_); }
+  ThreadsRestorer(const ThreadsRestorer&) = delete;
+  ThreadsRestorer& operator=(const ThreadsRestorer&) = delete;
+
+ private:
+  int saved_;
+};
+
 // The CPUs this process may run on (its affinity mask; 1 if that cannot be read).
 int AvailableCpus();
 

@@ -8,17 +8,12 @@
 #include <map>
 
 #include "runtime/common/error.h"
+#include "runtime/common/threads.h"
 #include "runtime/nn/context.h"
 #include "runtime/optim/optimizer.h"
 
 namespace vt::optim {
 namespace {
-
-// Restores LibTorch's thread count on scope exit.
-struct ThreadsRestored {
-  int saved = at::get_num_threads();
-  ~ThreadsRestored() { at::set_num_threads(saved); }
-};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -86,7 +81,7 @@ std::vector<OptimizerTiming> RunOptimizerBench(const OptimizerBenchOptions& opti
   adamw.kind = "adamw";
   adamw.lr = 3e-4;
   adamw.weight_decay = 0.01;
-  ThreadsRestored restore;
+  const ThreadsRestorer restore;
   std::vector<OptimizerTiming> out;
   for (const OptimizerConfig& config : {sgd, adamw}) {
     for (int threads : options.threads) {

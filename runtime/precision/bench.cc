@@ -10,6 +10,7 @@
 #include <string>
 
 #include "runtime/common/error.h"
+#include "runtime/common/threads.h"
 #include "runtime/precision/codec.h"
 #include "runtime/precision/kernels.h"
 #include "runtime/precision/round.h"
@@ -38,12 +39,6 @@ double Best(int repeats, Fn&& fn) {
   return best;
 }
 
-// Restores LibTorch's thread count when the benchmark ends (also on an exception).
-struct ThreadsRestorer {
-  int threads;
-  ~ThreadsRestorer() { at::set_num_threads(threads); }
-};
-
 }  // namespace
 
 RoundingBenchResult RunRoundingBench(const RoundingBenchOptions& options) {
@@ -57,7 +52,7 @@ RoundingBenchResult RunRoundingBench(const RoundingBenchOptions& options) {
       throw Error("bits must be integers in [10, 32], got " + std::to_string(b));
     }
   }
-  const ThreadsRestorer restorer{at::get_num_threads()};
+  const ThreadsRestorer restorer;
   const int64_t n = options.elements;
   const at::Tensor x =
       NormalTensor({n}, at::kDouble, options.seed, static_cast<uint32_t>(RandomStream::kUser));

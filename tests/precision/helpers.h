@@ -27,6 +27,15 @@ inline std::vector<double> ToVector(const at::Tensor& t) {
   return v;
 }
 
+// Whether two float64 tensors hold the same values bit for bit, in row-major order (NaN
+// payloads and signed zeros included; shapes must match).
+inline bool SameBits(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.sizes().equals(b.sizes())) return false;
+  if (a.numel() == 0) return true;  // (an empty tensor's data pointer may be null)
+  return std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(),
+                     static_cast<size_t>(a.numel()) * sizeof(double)) == 0;
+}
+
 inline uint64_t Bits(double d) {
   uint64_t u;
   std::memcpy(&u, &d, 8);

@@ -29,6 +29,7 @@ using vt::precision::ReplayReport;
 using vt::precision::RoundOptions;
 using vt::precision::RoundStats;
 using vt::precision::testing::IsaGuard;
+using vt::precision::testing::SameBits;
 using vt::precision::testing::ThreadGuard;
 namespace oracle = vt::precision::oracle;
 
@@ -61,12 +62,6 @@ bool AllOnce(const std::vector<std::atomic<int>>& produced) {
     if (p.load() != 1) return false;
   }
   return true;
-}
-
-bool SameBits(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() != b.numel()) return false;
-  if (a.numel() == 0) return true;  // (an empty tensor's data pointer may be null)
-  return std::memcmp(a.data_ptr(), b.data_ptr(), static_cast<size_t>(a.numel()) * 8) == 0;
 }
 
 struct Case {
@@ -130,7 +125,7 @@ TEST_CASE("produced rounding and replay equal producing first, then rounding in 
           uint32_t want_crc = 1;
           const RoundStats want_stats = vt::precision::RoundInto(
               want, want, c.options, &want_record, where, magnitude, &want_crc);
-          at::Tensor got = at::full({rows, cols}, std::nan(""), at::kDouble);
+          at::Tensor got = at::full({n}, std::nan(""), at::kDouble);
           std::vector<std::atomic<int>> produced(static_cast<size_t>(n));
           const Scaled producer{source.data_ptr<double>(), got.data_ptr<double>(), factor,
                                 &produced};
@@ -150,7 +145,7 @@ TEST_CASE("produced rounding and replay equal producing first, then rounding in 
           uint32_t replay_want_crc = 3;
           const ReplayReport want_report = vt::precision::ReplayInto(
               replay_want, record, replay_want, c.options, where, magnitude, &replay_want_crc);
-          at::Tensor replay_got = at::full({rows, cols}, std::nan(""), at::kDouble);
+          at::Tensor replay_got = at::full({n}, std::nan(""), at::kDouble);
           std::vector<std::atomic<int>> replay_produced(static_cast<size_t>(n));
           const Scaled replay_producer{mine.data_ptr<double>(), replay_got.data_ptr<double>(),
                                        factor, &replay_produced};

@@ -7,7 +7,6 @@
 #include <ATen/Parallel.h>
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
 #include "runtime/optim/optimizer.h"
+#include "tests/precision/helpers.h"
 
 namespace {
 
@@ -25,13 +25,7 @@ using vt::nn::Tamper;
 using vt::nn::WindowTable;
 using vt::optim::Optimizer;
 using vt::optim::OptimizerConfig;
-
-bool SameBits(const at::Tensor& a, const at::Tensor& b) {
-  if (!a.sizes().equals(b.sizes())) return false;
-  if (a.numel() == 0) return true;  // (an empty tensor's data pointer may be null)
-  return std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(),
-                     static_cast<size_t>(a.numel()) * 8) == 0;
-}
+using vt::precision::testing::SameBits;
 
 // A model's parameters (a weight over several checksummed blocks and producer blocks, a
 // bias) and the optimizer that updates them.
