@@ -44,6 +44,11 @@ void CancelAtExit(const void* key) {
   g_actions.erase(key);
 }
 
+bool HasAtExitAction(const void* key) {
+  std::lock_guard<std::mutex> lock(g_actions_mu);
+  return g_actions.count(key) != 0;
+}
+
 PendingWork::PendingWork() {
   RegisterExitHandler();
   std::lock_guard<std::mutex> lock(g_mu);

@@ -24,6 +24,8 @@ namespace vt::store {
 void AtExitAfterPendingWork(const void* key, std::function<void()> action);
 // Forgets the action of `key`, waiting for it if the exit is running it.
 void CancelAtExit(const void* key);
+// Whether an action is registered under `key` (tests: a closed store leaves none behind).
+bool HasAtExitAction(const void* key);
 
 class PendingWork {
  public:

@@ -383,6 +383,14 @@ void Store::Close() {
       behind_failed = e.what();
     }
   }
+  // The step written behind (or a writer that held write_mu_ meanwhile) may have registered
+  // the exit's flush after the cancel above; it would run on a freed store. No write from here
+  // on registers one (this Close flushes), and the one registered meanwhile goes.
+  {
+    std::lock_guard<std::mutex> w(write_mu_);
+    exit_flush_closed_ = true;
+  }
+  CancelAtExit(this);
   std::unique_lock<std::shared_mutex> lock(mu_);
   if (!h_) {
     if (!behind_failed.empty()) throw Error(behind_failed);
@@ -538,7 +546,7 @@ void Store::WriteBatchOrThrow(rocksdb::WriteBatch* batch, const char* what) {
 }
 
 void Store::WriteUnloggedOrThrow(rocksdb::WriteBatch* batch, const char* what) {
-  if (!flush_at_exit_) {
+  if (!flush_at_exit_ && !exit_flush_closed_) {
     // A script that ends with os.exit(code, false) never closes its stores: the exit flushes
     // the unlogged steps (after a step still being written behind), as the WAL kept them.
     AtExitAfterPendingWork(this, [this] {

@@ -323,6 +323,8 @@ class Store {
   // A batch went in without the WAL and no flush has made it durable since (write_mu_).
   bool unlogged_pending_ = false;
   bool flush_at_exit_ = false;  // registered with AtExitAfterPendingWork (write_mu_)
+  // Close has cancelled that action for good: no later write registers it (write_mu_).
+  bool exit_flush_closed_ = false;
   // The step written behind (WriteStepBehind), what it is ("step 5 of run 'r'"), and the error
   // of one that failed (then every call throws it). behind_mu_ comes before mu_ and write_mu_.
   mutable std::mutex behind_mu_;
@@ -338,8 +340,10 @@ class Store {
   std::map<std::string, std::unique_ptr<RunState>, std::less<>> run_states_;  // writer caches
   std::map<std::string, uint64_t, std::less<>> next_transcript_seq_;
 
-  // Tests: the next step written behind fails with this error instead of being written.
+  // Tests: the next step written behind fails with this error instead of being written, and
+  // the next one waits for this future before it writes.
   std::string fail_behind_for_test_;
+  std::shared_future<void> hold_behind_for_test_;
 
   friend class StoreVerifier;
   friend class StoreNodes;

@@ -226,11 +226,13 @@ void Store::WriteStepBehind(std::string_view run, uint64_t step, std::vector<Log
   behind_ = std::async(
       std::launch::async,
       [this, run = std::string(run), step, records = std::move(records), keep = std::move(keep),
-       fail = std::exchange(fail_behind_for_test_, {}), pending = std::move(pending)]() mutable {
+       fail = std::exchange(fail_behind_for_test_, {}),
+       hold = std::exchange(hold_behind_for_test_, {}), pending = std::move(pending)]() mutable {
         // Moved out of the callable, which lives on in the future until the next wait: the
         // records' bytes go when the write ends, then the count.
         const PendingWork counted = std::move(pending);
         const std::shared_ptr<const void> bytes = std::move(keep);
+        if (hold.valid()) hold.wait();
         if (!fail.empty()) throw Error(fail);
         auto g = OpenLock();
         std::lock_guard<std::mutex> w(write_mu_);

@@ -2,6 +2,8 @@
 // is handed over, seen by every later call (which waits for it), and a failed write is never
 // silent: every later call and Close throw it, and the store reopens without the step.
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "store/error.h"
+#include "store/pending_work.h"
 #include "store/store.h"
 #include "tests/store/kat_run.h"
 #include "tests/store/test_util.h"
@@ -18,6 +21,9 @@ namespace vt::store {
 struct StoreTestAccess {
   static void FailNextBehind(Store& s, std::string why) {
     s.fail_behind_for_test_ = std::move(why);
+  }
+  static void HoldNextBehind(Store& s, std::shared_future<void> until) {
+    s.hold_behind_for_test_ = std::move(until);
   }
 };
 
@@ -108,6 +114,29 @@ TEST_CASE("store: Close and the destructor wait for a step written behind", "[st
   auto s = Store::Open(dir.Sub("db"));
   CHECK(s->GetRun("kat")->steps_written == 2);
   CHECK(s->GetStep("kat", 2).has_value());
+}
+
+TEST_CASE("store: a step written behind while Close begins leaves no exit action behind",
+          "[store]") {
+  // The step goes in without the write-ahead log, so its write registers the exit's flush of
+  // the store. Close cancels that action first, then waits for the step: held until Close is
+  // waiting, the write registered it again, and the exit ran it on the freed store (a
+  // use-after-free that AddressSanitizer caught after os.exit in tests/host/cli_test.cc).
+  TempDir dir;
+  StoreOptions options;
+  options.unlogged_step_bytes = 0;
+  auto s = Store::Open(dir.Sub("db"), options);
+  StartKatRun(*s);
+  std::promise<void> release;
+  StoreTestAccess::HoldNextBehind(*s, release.get_future().share());
+  WriteKatStepBehind(*s, 1);
+  std::thread closer([&] { s->Close(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Close is waiting for the step
+  release.set_value();
+  closer.join();
+  CHECK_FALSE(HasAtExitAction(s.get()));
+  s.reset();
+  CHECK(Store::Open(dir.Sub("db"))->GetRun("kat")->steps_written == 1);  // Close flushed it
 }
 
 TEST_CASE("store: a failed write behind fails every later call and Close, and loses only it",
