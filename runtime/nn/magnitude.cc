@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/common/error.h"
+#include "runtime/common/helped_for.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/planes.h"
 #include "runtime/tensor/layout.h"
@@ -110,7 +111,7 @@ void BlockSums(const double* t, int64_t batch, int64_t m, int64_t k, SumsWanted 
   std::vector<double> rpart(rows ? static_cast<size_t>(2 * batch * col_tiles * m) : 0);
   std::vector<double> cpart(cols ? static_cast<size_t>(2 * batch * row_tiles * k) : 0, 0.0);
   const int64_t row_plane = batch * col_tiles * m, col_plane = batch * row_tiles * k;
-  at::parallel_for(0, batch * row_tiles * col_tiles, 1, [&](int64_t first, int64_t last) {
+  HelpedFor(batch * row_tiles * col_tiles, 1, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
       const int64_t b = task / (row_tiles * col_tiles);
       const int64_t rt = (task / col_tiles) % row_tiles, ct = task % col_tiles;
@@ -331,15 +332,15 @@ bool PerRow(const at::Tensor& f, const at::Tensor& a) {
 }
 
 // Runs body(row, offset, d) for every row of d values of a contiguous a (d its last size), rows
-// split over LibTorch's threads in chunks of about 2^15 values.
+// split over the calling thread and helpers (HelpedFor) in chunks of about 2^15 values.
 template <class Body>
 void ForEachRow(const at::Tensor& a, Body&& body) {
   const int64_t d = a.size(-1);
   if (a.numel() == 0) return;
-  at::parallel_for(0, a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) body(i, i * d, d);
-                   });
+  HelpedFor(a.numel() / d, std::max<int64_t>(1, (int64_t{1} << 15) / d),
+            [&](int64_t begin, int64_t end) {
+              for (int64_t i = begin; i < end; ++i) body(i, i * d, d);
+            });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/common/error.h"
+#include "runtime/common/helped_for.h"
 
 namespace vt::precision {
 namespace {
@@ -246,8 +247,8 @@ at::Tensor Magnitude::Materialize(const at::Tensor& like) const {
                 std::to_string(out.numel()));
   }
   double* p = out.data_ptr<double>();
-  at::parallel_for(0, out.numel(), int64_t{1} << 15,
-                   [&](int64_t begin, int64_t end) { Fill(begin, end - begin, p + begin); });
+  HelpedFor(out.numel(), int64_t{1} << 15,
+            [&](int64_t begin, int64_t end) { Fill(begin, end - begin, p + begin); });
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/common/error.h"
+#include "runtime/common/helped_for.h"
 #include "runtime/precision/window.h"
 #include "runtime/tensor/dtype.h"
 #include "store/crc32c.h"
@@ -20,10 +21,9 @@
 namespace vt::precision {
 namespace {
 
-// Elements per parallel task: 2 MiB of FP64. Waking a sleeping OpenMP thread (vtrun runs
-// libgomp PASSIVE on more than one thread) costs 30-50 us on a VM's vCPUs; in the GPT's
-// verified step on 2 threads a boundary of 131k values took 96-111 us split in two tasks (the
-// second task started 31 us late) and 78-81 us on its own thread, and 262k values broke even.
+// Elements per parallel task of the grid pass (a diagnostic, on LibTorch's threads): 2 MiB of
+// FP64. Waking a sleeping OpenMP thread (vtrun runs libgomp PASSIVE on more than one thread)
+// costs 30-50 us on a VM's vCPUs; the boundaries' passes avoid waiting for it (HelpedFor).
 constexpr int64_t kGrain = int64_t{1} << 18;
 
 constexpr uint64_t kInfinityBits = 0x7ff0000000000000ull;
@@ -127,7 +127,7 @@ bool OutOfRange(double v, uint64_t k) {
 double ComputeScale(const double* x, int64_t n, int bits, const BoundaryContext& context) {
   std::mutex mu;
   uint64_t max_bits = 0;
-  at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+  HelpedFor(n, int64_t{1} << 15, [&](int64_t begin, int64_t end) {
     const uint64_t m = MaxAbsBits(x + begin, end - begin);
     std::lock_guard<std::mutex> lock(mu);
     if (m > max_bits) max_bits = m;
@@ -211,27 +211,21 @@ uint32_t BlockCrc(const double* out, int64_t begin, int64_t count) {
                              static_cast<size_t>(count) * sizeof(double));
 }
 
-// Calls span(begin, end) over [0, n) on LibTorch's threads. With `crcs`, the ranges are whole
-// blocks of kCrcBlock elements, each checksummed right after its span wrote it to `out`, while
-// it is still in cache (a pass over the whole output afterwards reads it back from memory):
-// crcs[b] is block b's CRC-32C, for the n / kCrcBlock full blocks (JoinCrcs adds the rest).
-// `grain`: elements per parallel task, a multiple of kCrcBlock.
+// Calls span(begin, end) over [0, n) in blocks of kCrcBlock elements, on the calling thread
+// and on helpers that join as they wake (HelpedFor: a boundary's pass is too short to wait
+// for a sleeping thread). With `crcs`, each full block is checksummed right after its span
+// wrote it to `out`, while it is still in cache (a pass over the whole output afterwards
+// reads it back from memory): crcs[b] is block b's CRC-32C, for the n / kCrcBlock full blocks
+// (JoinCrcs adds the rest).
 template <class Span>
-void ForOutputBlocks(int64_t n, const double* out, std::vector<uint32_t>* crcs, int64_t grain,
-                     Span span) {
-  if (crcs == nullptr) {
-    at::parallel_for(0, n, grain, span);
-    return;
-  }
+void ForOutputBlocks(int64_t n, const double* out, std::vector<uint32_t>* crcs, Span span) {
   const int64_t full = n / kCrcBlock;
-  crcs->assign(static_cast<size_t>(full), 0);
-  const int64_t blocks = full + (n % kCrcBlock != 0 ? 1 : 0);
-  at::parallel_for(0, blocks, grain / kCrcBlock, [&](int64_t first, int64_t last) {
-    for (int64_t b = first; b < last; ++b) {
-      const int64_t begin = b * kCrcBlock;
-      span(begin, std::min(n, begin + kCrcBlock));
-      if (b < full) (*crcs)[static_cast<size_t>(b)] = BlockCrc(out, begin, kCrcBlock);
-    }
+  if (crcs != nullptr) crcs->assign(static_cast<size_t>(full), 0);
+  HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
+    span(begin, end);
+    const int64_t b = begin / kCrcBlock;
+    if (crcs != nullptr && b < full)
+      (*crcs)[static_cast<size_t>(b)] = BlockCrc(out, begin, kCrcBlock);
   });
 }
 
@@ -264,15 +258,6 @@ void ForProducedBlocks(const BlockProducer* produce, int64_t begin, int64_t end,
     (*produce)(s, e);
     span(s, e);
   }
-}
-
-// A pass that computes its values as well as rounding them does more work per element: it
-// gains from a second thread at the elementwise kernels' grain (AdamW's update of a 262k-value
-// parameter took 1.2 ms on one thread at the rounding's grain on the GPT's 2-thread step).
-static_assert(kProducerGrain % kCrcBlock == 0 && kGrain % kCrcBlock == 0,
-              "parallel tasks are whole checksummed blocks");
-int64_t GrainFor(const BlockProducer* produce) {
-  return produce != nullptr ? kProducerGrain : kGrain;
 }
 
 // Whether a window's absolute term needs the tensor's max |x| before any value is rounded.
@@ -378,32 +363,30 @@ RoundStats RoundValues(const double* xp, double* op, int64_t n, const BlockProdu
   RoundTally total;
   std::vector<uint32_t> crcs;
   const OuterBound bound = states != nullptr ? BoundFor(mag, options.band) : OuterBound();
-  ForOutputBlocks(
-      n, op, output_crc != nullptr ? &crcs : nullptr, GrainFor(produce),
-      [&](int64_t begin, int64_t end) {
-        RoundTally t;
-        ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
-          if (bound.valid()) {
-            ForBoundedBlocks(mag, bound, from, to,
-                             [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
-                               RoundLogBoundedSpan(params, xp + at, op + at, states + at, count, &t,
-                                                   b, f);
-                             });
-          } else {
-            ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
-              RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count,
-                        &t, m);
-            });
-          }
+  ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
+    RoundTally t;
+    ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
+      if (bound.valid()) {
+        ForBoundedBlocks(mag, bound, from, to,
+                         [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
+                           RoundLogBoundedSpan(params, xp + at, op + at, states + at, count, &t, b,
+                                               f);
+                         });
+      } else {
+        ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
+          RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t,
+                    m);
         });
-        std::lock_guard<std::mutex> lock(mu);
-        total.down += t.down;
-        total.up += t.up;
-        total.exact += t.exact;
-        total.steerable += t.steerable;
-        total.out_of_range |= t.out_of_range;
-        total.bad_magnitude |= t.bad_magnitude;
-      });
+      }
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    total.down += t.down;
+    total.up += t.up;
+    total.exact += t.exact;
+    total.steerable += t.steerable;
+    total.out_of_range |= t.out_of_range;
+    total.bad_magnitude |= t.bad_magnitude;
+  });
   if (total.out_of_range) {
     ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
   }
@@ -520,34 +503,32 @@ ReplayReport ReplayValues(const double* xp, double* op, int64_t n, const BlockPr
   const bool none_zero_window =
       report.logged == 0 && !has_mag && options.band == 0.0 && options.alpha == 0.0;
   const OuterBound bound = none_zero_window ? OuterBound() : BoundFor(mag, options.band);
-  ForOutputBlocks(
-      n, op, output_crc != nullptr ? &crcs : nullptr, GrainFor(produce),
-      [&](int64_t begin, int64_t end) {
-        ReplayTally t;
-        ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
-          if (produce != nullptr && !exact.empty()) keep_exact_inputs(from, to);
-          if (none_zero_window) {
-            ReplayNoneZeroWindowSpan(params, xp + from, states + from, op + from, to - from, &t);
-          } else if (bound.valid()) {
-            ForBoundedBlocks(mag, bound, from, to,
-                             [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
-                               ReplayBoundedSpan(params, xp + at, states + at, op + at, count, &t,
-                                                 b, f);
-                             });
-          } else {
-            ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
-              ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);
-            });
-          }
+  ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
+    ReplayTally t;
+    ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
+      if (produce != nullptr && !exact.empty()) keep_exact_inputs(from, to);
+      if (none_zero_window) {
+        ReplayNoneZeroWindowSpan(params, xp + from, states + from, op + from, to - from, &t);
+      } else if (bound.valid()) {
+        ForBoundedBlocks(mag, bound, from, to,
+                         [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
+                           ReplayBoundedSpan(params, xp + at, states + at, op + at, count, &t, b,
+                                             f);
+                         });
+      } else {
+        ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
+          ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);
         });
-        std::lock_guard<std::mutex> lock(mu);
-        total.corrections += t.corrections;
-        total.illegitimate += t.illegitimate;
-        total.near_misses += t.near_misses;
-        total.steerable += t.steerable;
-        total.out_of_range |= t.out_of_range;
-        total.bad_magnitude |= t.bad_magnitude;
-      });
+      }
+    });
+    std::lock_guard<std::mutex> lock(mu);
+    total.corrections += t.corrections;
+    total.illegitimate += t.illegitimate;
+    total.near_misses += t.near_misses;
+    total.steerable += t.steerable;
+    total.out_of_range |= t.out_of_range;
+    total.bad_magnitude |= t.bad_magnitude;
+  });
   if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mag, n, context);
   if (total.out_of_range) {
     // Either an input is out of range, or a DOWN/UP entry asked for +-2^128.
