@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/common/error.h"
+#include "runtime/common/helped_for.h"
 #include "runtime/precision/round.h"
 #include "runtime/precision/window.h"
 #include "tests/precision/helpers.h"
@@ -165,6 +166,72 @@ TEST_CASE("produced rounding and replay equal producing first, then rounding in 
       }
     }
   }
+}
+
+TEST_CASE("rounding and replay give one thread's bits on any thread count, helpers or not") {
+  // The passes split into chunks that the calling thread and helper threads claim as they
+  // come (vt::HelpedFor): which thread rounds which chunk varies from run to run. Every
+  // result of 2 and 3 threads must be the 1-thread result, and helpers must have run chunks
+  // (else the comparison proved nothing).
+  const uint64_t seed = oracle::TestSeed("produced: thread counts");
+  oracle::ValueGenerator gen(seed);
+  ThreadGuard threads;
+  const int64_t rows = 2000, cols = 517, n = rows * cols;  // 31.6 checksummed blocks
+  std::vector<double> xs;
+  for (int64_t i = 0; i < n; ++i) xs.push_back(gen.Any(32) * 1e-3);
+  const at::Tensor source = vt::precision::testing::ToTensor(xs);
+  const at::Tensor mine = source * (1.0 + 1e-9);
+  const double factor = 1.0 + 0x1p-30;
+  const BoundaryContext where{"fc:fwd", 0};
+  const int64_t helped_before = vt::HelpedChunks();
+  for (const Case& c : Cases()) {
+    const Magnitude magnitude = MakeMagnitude(c.magnitude, source, rows, cols);
+    struct Result {
+      at::Tensor rounded, produced, replayed;
+      LogRecord record, produced_record;
+      uint32_t crc = 0, produced_crc = 0, replay_crc = 0;
+      RoundStats stats;
+      ReplayReport report;
+    };
+    auto run = [&](int t) {
+      at::set_num_threads(t);
+      Result r;
+      r.rounded = source * factor;
+      r.stats = vt::precision::RoundInto(r.rounded, r.rounded, c.options, &r.record, where,
+                                         magnitude, &r.crc);
+      r.produced = at::empty({n}, at::kDouble);
+      std::vector<std::atomic<int>> produced(static_cast<size_t>(n));
+      vt::precision::RoundProduced(
+          r.produced,
+          Scaled{source.data_ptr<double>(), r.produced.data_ptr<double>(), factor, &produced},
+          c.options, &r.produced_record, where, magnitude, &r.produced_crc);
+      r.replayed = mine * factor;
+      r.report = vt::precision::ReplayInto(r.replayed, r.record, r.replayed, c.options, where,
+                                           magnitude, &r.replay_crc);
+      return r;
+    };
+    const Result one = run(1);
+    for (int t : {2, 3}) {
+      INFO(c.name << ", threads " << t);
+      const Result got = run(t);
+      CHECK(SameBits(got.rounded, one.rounded));
+      CHECK(got.record == one.record);
+      CHECK(got.crc == one.crc);
+      CHECK(got.stats.counts == one.stats.counts);
+      CHECK(got.stats.steerable == one.stats.steerable);
+      CHECK(got.stats.scale == one.stats.scale);
+      CHECK(SameBits(got.produced, one.rounded));
+      CHECK(got.produced_record == one.record);
+      CHECK(got.produced_crc == one.crc);
+      CHECK(SameBits(got.replayed, one.replayed));
+      CHECK(got.replay_crc == one.replay_crc);
+      CHECK(got.report.corrections == one.report.corrections);
+      CHECK(got.report.illegitimate == one.report.illegitimate);
+      CHECK(got.report.near_misses == one.report.near_misses);
+      CHECK(got.report.steerable == one.report.steerable);
+    }
+  }
+  CHECK(vt::HelpedChunks() > helped_before);
 }
 
 TEST_CASE("produced replay: EXACT entries replace the values the producer wrote") {
