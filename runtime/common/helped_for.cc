@@ -6,8 +6,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
-#include <memory>
 #include <mutex>
+#include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -73,26 +73,20 @@ class Pool {
   // Runs `job` on the caller and up to `helpers` helper threads (none while another thread's
   // call has the pool: that call runs on its own thread).
   void Run(Job* job, int helpers) {
-    helpers = Ensure(helpers);
-    if (helpers > 0) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (busy_) {
-          helpers = 0;
-        } else {
-          busy_ = true;
-          job_ = job;
-          seats_ = helpers;
-          ++generation_;
-        }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      helpers = busy_ ? 0 : StartHelpersLocked(helpers);
+      if (helpers > 0) {
+        busy_ = true;
+        job_ = job;
+        seats_ = helpers;
+        ++generation_;
       }
     }
-    if (helpers > 0) {
-      if (helpers == 1) {
-        wake_.notify_one();
-      } else {
-        wake_.notify_all();
-      }
+    if (helpers == 1) {
+      wake_.notify_one();
+    } else if (helpers > 1) {
+      wake_.notify_all();
     }
     t_in_help = true;  // a call from inside a chunk runs on its own thread
     job->Run();
@@ -117,9 +111,9 @@ class Pool {
   }
 
  private:
-  // Starts helpers up to `wanted`; returns how many there are (fewer if a thread cannot start).
-  int Ensure(int wanted) {
-    std::lock_guard<std::mutex> lock(mu_);
+  // Starts helpers up to `wanted` (mu_ held); returns how many there are (fewer if a thread
+  // cannot start).
+  int StartHelpersLocked(int wanted) {
     while (static_cast<int>(threads_.size()) < wanted) {
       try {
         threads_.emplace_back([this] { Help(); });

@@ -52,6 +52,17 @@ struct RoundTally {
   bool out_of_range = false;
   // A per-element magnitude was NaN, infinite or negative.
   bool bad_magnitude = false;
+
+  // Adds another span's counts (spans of one tensor, in any order).
+  RoundTally& operator+=(const RoundTally& o) {
+    down += o.down;
+    up += o.up;
+    exact += o.exact;
+    steerable += o.steerable;
+    out_of_range |= o.out_of_range;
+    bad_magnitude |= o.bad_magnitude;
+    return *this;
+  }
 };
 
 // What a ReplaySpan call saw (ROUNDING.md "Log entries and replay").
@@ -65,6 +76,17 @@ struct ReplayTally {
                                // still passed these checks (window.h Steerable).
   bool out_of_range = false;   // As in RoundTally (also when a replayed hi(x') is 2^128).
   bool bad_magnitude = false;  // As in RoundTally.
+
+  // Adds another span's counts (spans of one tensor, in any order).
+  ReplayTally& operator+=(const ReplayTally& o) {
+    corrections += o.corrections;
+    illegitimate += o.illegitimate;
+    near_misses += o.near_misses;
+    steerable += o.steerable;
+    out_of_range |= o.out_of_range;
+    bad_magnitude |= o.bad_magnitude;
+    return *this;
+  }
 };
 
 // out[i] = rnd_b(x[i]) for i in [0, n). If `states` is not null, also states[i] = the

@@ -380,12 +380,7 @@ RoundStats RoundValues(const double* xp, double* op, int64_t n, const BlockProdu
       }
     });
     std::lock_guard<std::mutex> lock(mu);
-    total.down += t.down;
-    total.up += t.up;
-    total.exact += t.exact;
-    total.steerable += t.steerable;
-    total.out_of_range |= t.out_of_range;
-    total.bad_magnitude |= t.bad_magnitude;
+    total += t;
   });
   if (total.out_of_range) {
     ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
@@ -522,12 +517,7 @@ ReplayReport ReplayValues(const double* xp, double* op, int64_t n, const BlockPr
       }
     });
     std::lock_guard<std::mutex> lock(mu);
-    total.corrections += t.corrections;
-    total.illegitimate += t.illegitimate;
-    total.near_misses += t.near_misses;
-    total.steerable += t.steerable;
-    total.out_of_range |= t.out_of_range;
-    total.bad_magnitude |= t.bad_magnitude;
+    total += t;
   });
   if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mag, n, context);
   if (total.out_of_range) {
