@@ -86,14 +86,19 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     std::vector<int64_t> out_shape = x.sizes().vec();
     out_shape.back() = w.size(0);
-    at::Tensor y = vt::Linear(Rows(x), w, RealBias(bias)).view(out_shape);
-    if (MagnitudesWanted()) {
-      // [rows, out]: ||x_i|| ||w_j|| + |bias_j|. The column norms the backward wants are
-      // taken in the same passes over x and w, and kept.
+    // [rows, out]: ||x_i|| ||w_j|| + |bias_j|. The column norms the backward wants are taken
+    // in the same passes over x and w, and kept. (Norms first, while x is in the cache.)
+    const bool magnitudes = MagnitudesWanted();
+    const at::Tensor rows = Rows(x);
+    MatrixNorms xn, wn;
+    if (magnitudes) {
       at::NoGradGuard no_grad;
-      const at::Tensor rows = Rows(x);
-      const MatrixNorms xn = NormsOf(rows, kRowNorms | kColNorms);
-      const MatrixNorms wn = NormsOf(w, kRowNorms | kColNorms);
+      xn = NormsOf(rows, kRowNorms | kColNorms);
+      wn = NormsOf(w, kRowNorms | kColNorms);
+    }
+    at::Tensor y = vt::Linear(rows, w, RealBias(bias)).view(out_shape);
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
       ctx->saved_data["x_cols"] = xn.cols;
       ctx->saved_data["w_cols"] = wn.cols;
       OfferProductMagnitude(y, rows.size(0), w.size(0), xn.rows, wn.rows.t(),
@@ -107,14 +112,20 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     const at::Tensor& x = saved[0];
     const at::Tensor& w = saved[1];
     at::Tensor g = Rows(grads[0].contiguous());
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    // One pass over g for its row and column norms (and the bias's sums of |g|), first, while
+    // g is in the cache.
+    const bool magnitudes = MagnitudesWanted();
+    MatrixNorms gn;
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
+      gn = NormsOf(g, kRowNorms | kColNorms | (has_bias ? kColAbsSums : 0u));
+    }
     at::Tensor gx = vt::Matmul(g, w).view(x.sizes());
     at::Tensor gw = vt::Matmul(g.t(), Rows(x));
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     at::Tensor gb = has_bias ? vt::Sum(g, {0}) : at::Tensor();
-    if (MagnitudesWanted()) {
+    if (magnitudes) {
       at::NoGradGuard no_grad;
-      // One pass over g for its row and column norms (and the bias's sums of |g|).
-      const MatrixNorms gn = NormsOf(g, kRowNorms | kColNorms | (has_bias ? kColAbsSums : 0u));
       OfferProductMagnitude(gx, g.size(0), w.size(1), gn.rows,
                             SavedOr(ctx, "w_cols", [&] { return ColNorms(w); }));
       AddGradOuterMagnitude(w, gn.cols, SavedOr(ctx, "x_cols", [&] { return ColNorms(Rows(x)); }));
@@ -131,13 +142,18 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     ctx->saved_data["has_bias"] = bias.numel() > 0;
     ctx->saved_data["stride"] = stride;
     ctx->saved_data["padding"] = padding;
-    at::Tensor y = vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
-    if (MagnitudesWanted()) {
-      // ||x window|| per output position: the window sums of x^2 over channels and taps; the
-      // backward's tap norms come from the same pass over x, and are kept.
+    // ||x window|| per output position: the window sums of x^2 over channels and taps; the
+    // backward's tap norms come from the same pass over x, and are kept. Taken before the
+    // convolution, while x (the op before's output) is still in the cache.
+    const bool magnitudes = MagnitudesWanted();
+    vt::ConvInputNorms norms;
+    if (magnitudes) {
       at::NoGradGuard no_grad;
-      const vt::ConvInputNorms norms =
-          vt::ConvInputNormsOf(x.detach(), w.size(2), w.size(3), stride, padding);
+      norms = vt::ConvInputNormsOf(x.detach(), w.size(2), w.size(3), stride, padding);
+    }
+    at::Tensor y = vt::Conv2d(x, w, RealBias(bias), {stride, stride}, {padding, padding});
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
       ctx->saved_data["tap_norms"] = norms.taps;
       const at::Tensor& win = norms.windows;                 // [N, 1, oh, ow]
       at::Tensor wn = RowNorms(w.reshape({w.size(0), -1}));  // [O, 1]
@@ -159,6 +175,15 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
     const int64_t out_c = w.size(0), kh = w.size(2), kw = w.size(3);
     const int64_t l = g.size(2) * g.size(3);
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    // The magnitudes' norms of g, taken first, while g (the op after's input gradient) is
+    // still in the cache: one pass for its row and column norms (and the bias's sums).
+    const bool magnitudes = MagnitudesWanted();
+    MatrixNorms gn;
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
+      gn = NormsOf(g.view({n, out_c, l}), kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
+    }
     // The forward's groups of images: per group, g2d [O, n_g*L] against cols [C*kh*kw, n_g*L].
     // The weight gradient's groups are added in order within a fixed number of runs of groups
     // (a function of the shapes), and the runs' sums in order: the same bits on any threads.
@@ -184,17 +209,14 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
     at::Tensor gw = runs == 0 ? at::zeros({out_c, c * kh * kw}, w.options()) : gw_runs[0];
     for (size_t r = 1; r < gw_runs.size(); ++r) gw = gw + gw_runs[r];
     gw = gw.view(w.sizes());
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     at::Tensor gb = has_bias ? vt::Sum(g, {0, 2, 3}) : at::Tensor();
-    if (MagnitudesWanted()) {
+    if (magnitudes) {
       // Over the whole batch (the same on every profile, whatever its groups): the input
       // gradient's columns gcols_(r, p) <= ||w_:,r|| ||g_:,p||, gathered back like gcols (tap
       // by tap: a bound over all taps at once would count taps that do not reach an edge or a
       // strided position); the weight gradient's <= ||g_o,:|| ||cols_r,:||; the bias's, the sum
       // of |g|.
       at::NoGradGuard no_grad;
-      const MatrixNorms gn =
-          NormsOf(g.view({n, out_c, l}), kRowNorms | kColNorms | (has_bias ? kRowAbsSums : 0u));
       const at::Tensor w_cols = ColNorms(w.reshape({out_c, -1})).t();  // [R, 1]
       OfferMagnitude(gx, vt::Col2ImOuter(w_cols, gn.cols, n, c, h, wd, kh, kw, stride, padding));
       at::Tensor g_rows = gn.rows.square().sum(0).sqrt_();  // [O, 1]
@@ -211,12 +233,18 @@ struct Conv2dFn : public torch::autograd::Function<Conv2dFn> {
 struct MatmulFn : public torch::autograd::Function<MatmulFn> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b) {
     ctx->save_for_backward({a, b});
-    at::Tensor y = vt::Matmul(a, b);
-    if (MagnitudesWanted()) {
-      // The backward's norms of a and b come from the same passes, and are kept.
+    // The backward's norms of a and b come from the same passes, and are kept. (Norms first,
+    // while a and b are in the cache.)
+    const bool magnitudes = MagnitudesWanted();
+    MatrixNorms an, bn;
+    if (magnitudes) {
       at::NoGradGuard no_grad;
-      const MatrixNorms an = NormsOf(a, kRowNorms | kColNorms);
-      const MatrixNorms bn = NormsOf(b, kRowNorms | kColNorms);
+      an = NormsOf(a, kRowNorms | kColNorms);
+      bn = NormsOf(b, kRowNorms | kColNorms);
+    }
+    at::Tensor y = vt::Matmul(a, b);
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
       ctx->saved_data["a_cols"] = an.cols;
       ctx->saved_data["b_rows"] = bn.rows;
       OfferProductMagnitude(y, y.size(-2), y.size(-1), an.rows, bn.cols);
@@ -228,11 +256,17 @@ struct MatmulFn : public torch::autograd::Function<MatmulFn> {
     auto saved = ctx->get_saved_variables();
     const at::Tensor g = grads[0].contiguous();
     const at::Tensor &a = saved[0], &b = saved[1];
+    // g's norms first, while g is in the cache.
+    const bool magnitudes = MagnitudesWanted();
+    MatrixNorms gn;
+    if (magnitudes) {
+      at::NoGradGuard no_grad;
+      gn = NormsOf(g, kRowNorms | kColNorms);
+    }
     at::Tensor ga = vt::Matmul(g, b.transpose(-1, -2));
     at::Tensor gb = vt::Matmul(a.transpose(-1, -2), g);
-    if (MagnitudesWanted()) {
+    if (magnitudes) {
       at::NoGradGuard no_grad;
-      const MatrixNorms gn = NormsOf(g, kRowNorms | kColNorms);
       OfferProductMagnitude(ga, ga.size(-2), ga.size(-1), gn.rows,
                             SavedOr(ctx, "b_rows", [&] { return RowNorms(b); }).transpose(-1, -2));
       OfferProductMagnitude(gb, gb.size(-2), gb.size(-1),
