@@ -9,6 +9,7 @@
 #include "runtime/nn/batch_norm.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/magnitude.h"
+#include "runtime/nn/planes.h"
 #include "runtime/profile/profile.h"
 
 namespace vt::nn {
@@ -184,14 +185,18 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
                                const at::Tensor& b, double eps, const std::string& name,
                                int64_t bwd_call) {
     const double count = static_cast<double>(x.numel() / x.size(1));
+    // Fused (batch_norm.h): the statistics' sums straight from x, no centered tensor.
+    const bool fused = BatchNormStatisticsFused(x, {&w, &b});
     at::Tensor mean = ApplyBoundary(
-        name + ".mean:fwd", ChannelSum(x) / count, -1,
+        name + ".mean:fwd", (fused ? BatchNormChannelSum(x) : ChannelSum(x)) / count, -1,
         MagnitudesWanted() ? Detached([&] { return ChannelAbsSum(x) / count; }) : at::Tensor());
-    at::Tensor centered = x - PerChannel(mean);
-    const at::Tensor var_sum = ChannelSum(centered * centered) / count;
+    at::Tensor centered = fused ? at::Tensor() : x - PerChannel(mean);
+    const at::Tensor var_sum =
+        (fused ? BatchNormCenteredSquareSum(x, mean) : ChannelSum(centered * centered)) / count;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
     at::Tensor rstd = (var + eps).rsqrt();
-    BatchNormOutput out = BatchNormOutputOf(centered, rstd, w, b);
+    BatchNormOutput out = fused ? BatchNormOutputFromInput(x, mean, rstd, w, b)
+                                : BatchNormOutputOf(centered, rstd, w, b);
     ctx->save_for_backward({out.xhat, rstd, w, b});
     ctx->saved_data["count"] = count;
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
@@ -217,16 +222,29 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
     // g w_c, g w_c xhat, g xhat and, in the same pass, the parameters' magnitudes (sum |g
     // xhat|, sum |g| per channel), which also give the two statistics': their terms g w_c and
     // g w_c xhat have |w_c| as a factor.
-    const BatchNormBackwardTerms terms = BatchNormBackwardTermsOf(g, xhat, w, MagnitudesWanted());
-    const ParamMagnitudes& m = terms.magnitudes;
-    const at::Tensor both = RoundBackward(
-        ctx, at::stack({ChannelSum(terms.gxhat) / count, ChannelSum(terms.gxx) / count}), [&] {
+    // Fused (batch_norm.h): the four channel sums in one pass over g and xhat, and the input
+    // gradient from g, with no products of g in memory.
+    const at::Tensor g_in = g.contiguous();
+    const bool fused = BatchNormStatisticsFused(g_in, {&w}) && FusablePlanes({&g_in, &xhat}, {});
+    BatchNormBackwardTerms terms;
+    BatchNormGradSums sums;
+    if (fused) {
+      sums = BatchNormGradSumsOf(g_in, xhat, w, MagnitudesWanted());
+    } else {
+      terms = BatchNormBackwardTermsOf(g, xhat, w, MagnitudesWanted());
+      sums.gxhat = ChannelSum(terms.gxhat);
+      sums.gxx = ChannelSum(terms.gxx);
+      sums.magnitudes = terms.magnitudes;
+    }
+    const ParamMagnitudes& m = sums.magnitudes;
+    const at::Tensor both =
+        RoundBackward(ctx, at::stack({sums.gxhat / count, sums.gxx / count}), [&] {
           const at::Tensor abs_w = w.detach().abs();
           return at::stack({abs_w * m.b / count, abs_w * m.w / count});
         });
     const at::Tensor mean_g = both[0], mean_gx = both[1];
-    at::Tensor gx = BatchNormInputGrad(terms.gxhat, xhat, rstd, mean_g, mean_gx);
-    const at::Tensor& gy_xhat = terms.gy_xhat;
+    at::Tensor gx = fused ? BatchNormInputGradFromG(g_in, xhat, w, rstd, mean_g, mean_gx)
+                          : BatchNormInputGrad(terms.gxhat, xhat, rstd, mean_g, mean_gx);
     if (MagnitudesWanted()) {
       at::NoGradGuard no_grad;
       // Alike everywhere when the forward's input and g are (the statistics are rounded):
@@ -239,7 +257,12 @@ struct BatchNormFn : public torch::autograd::Function<BatchNormFn> {
       AddGradMagnitude(w, m.w);
       AddGradMagnitude(saved[3], m.b);
     }
-    return {gx, ChannelSum(gy_xhat), ChannelSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {gx,
+            fused ? sums.gy_xhat : ChannelSum(terms.gy_xhat),
+            fused ? sums.g : ChannelSum(g),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 

@@ -406,6 +406,24 @@ at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
   return Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
 }
 
+std::optional<ImageSplit> FusedChannelSumSplit(int64_t images) {
+  const Profile& p = CurrentProfile();
+  if (p.cuda) return std::nullopt;
+  ImageSplit split;
+  if (p.reduce == ReduceOrder::kAten) {
+    split.ranges.emplace_back(0, images);
+  } else {
+    split.ranges = Chunks(images, p.reduce_chunks);
+    split.pairwise = p.reduce == ReduceOrder::kPairwise;
+  }
+  return split;
+}
+
+at::Tensor CombinePartialSums(std::vector<at::Tensor> parts, bool pairwise) {
+  if (parts.empty()) throw Error("internal error: no partial sums to combine");
+  return Combine(std::move(parts), pairwise);
+}
+
 at::Tensor IndexAddRows(const at::Tensor& values, const at::Tensor& index, int64_t rows) {
   if (values.dim() != 2 || index.dim() != 1 || index.size(0) != values.size(0)) {
     throw Error("index_add_rows: expected values [N, D] and index [N], got " +

@@ -1,7 +1,9 @@
 // Batch norm's fused elementwise passes (runtime/nn/batch_norm.h) against the ATen expressions
 // they replace, bit for bit, on plane sizes that do and do not fill the four-lane sums, on 1
 // and 3 threads; the layouts that fall back to ATen give the same bits; the magnitudes from the
-// backward's pass are BatchNormParamMagnitudes' bits.
+// backward's pass are BatchNormParamMagnitudes' bits. The fused statistics against their order
+// written out value by value, on three profiles (which still differ: the control), and the
+// layer against ATen's batch_norm, fused and not.
 #include "runtime/nn/batch_norm.h"
 
 #include <ATen/ATen.h>
@@ -9,11 +11,13 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <vector>
 
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
 #include "runtime/nn/reduce.h"
+#include "runtime/profile/profile.h"
 #include "tests/nn/helpers.h"
 #include "tests/precision/helpers.h"
 
@@ -137,6 +141,178 @@ TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, n
     if (!from_boundary) {
       const vt::precision::Magnitude m = step.context.OfferedMagnitudeFor(gx);
       CHECK((m.defined() && m.computed()));
+    }
+  }
+}
+
+namespace {
+
+// Restores the native profile when it goes out of scope (also when a check throws).
+struct NativeAfter {
+  ~NativeAfter() { vt::ActivateProfile(vt::FindProfile("native")); }
+};
+
+// The fused statistics' order (batch_norm.h), written out one value at a time: per image range
+// of the profile, per channel, eight lanes (element j of a plane in lane j mod 8), images in
+// order, the lanes added as a tree; the ranges' sums left to right or as a balanced tree.
+// term(i) is the value of flat element i.
+template <class Term>
+std::vector<double> OrderedChannelSums(at::IntArrayRef shape, const vt::ImageSplit& split,
+                                       Term term) {
+  const int64_t c = shape[1], plane = shape[2] * shape[3];
+  std::vector<double> out(static_cast<size_t>(c));
+  for (int64_t ch = 0; ch < c; ++ch) {
+    std::vector<double> ranges;
+    for (const auto& [first, count] : split.ranges) {
+      double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t img = first; img < first + count; ++img) {
+        for (int64_t j = 0; j < plane; ++j) lane[j % 8] += term((img * c + ch) * plane + j);
+      }
+      ranges.push_back(((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                       ((lane[4] + lane[5]) + (lane[6] + lane[7])));
+    }
+    if (split.pairwise) {
+      while (ranges.size() > 1) {
+        std::vector<double> next;
+        for (size_t i = 0; i + 1 < ranges.size(); i += 2) next.push_back(ranges[i] + ranges[i + 1]);
+        if (ranges.size() % 2 == 1) next.push_back(ranges.back());
+        ranges = next;
+      }
+    } else {
+      for (size_t i = 1; i < ranges.size(); ++i) ranges[0] += ranges[i];
+    }
+    out[static_cast<size_t>(ch)] = ranges[0];
+  }
+  return out;
+}
+
+bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
+  const at::Tensor g = got.contiguous();
+  if (g.numel() != static_cast<int64_t>(want.size())) return false;
+  const double* p = g.data_ptr<double>();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::memcmp(&p[i], &want[i], sizeof(double)) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("batch norm's fused statistics take the profile's image ranges and eight lanes each",
+          "[nn][batch norm]") {
+  vt::precision::testing::ThreadGuard threads;
+  NativeAfter native;
+  at::manual_seed(24);
+  const std::vector<std::vector<int64_t>> shapes = {{2, 3, 5, 3}, {1, 2, 1, 1}, {6, 3, 7, 9},
+                                                    {9, 5, 4, 4}, {2, 4, 0, 3}, {5, 2, 4, 5}};
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (int n_threads : {1, 3}) {
+      at::set_num_threads(n_threads);
+      for (const std::vector<int64_t>& shape : shapes) {
+        INFO(profile << ", shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+        const int64_t c = shape[1];
+        const at::Tensor x = Map(shape), g = Map(shape), xhat = Map(shape);
+        const at::Tensor w = at::randn({c}, at::kDouble), mean = at::randn({c}, at::kDouble);
+        REQUIRE(vt::nn::BatchNormStatisticsFused(x, {&w}));
+        const vt::ImageSplit split = *vt::FusedChannelSumSplit(shape[0]);
+        const double *px = x.data_ptr<double>(), *pg = g.data_ptr<double>();
+        const double *ph = xhat.data_ptr<double>(), *pw = w.data_ptr<double>();
+        const double* pm = mean.data_ptr<double>();
+        const int64_t plane = shape[2] * shape[3];
+        auto channel = [&](int64_t i) { return plane == 0 ? 0 : (i / plane) % c; };
+
+        CHECK(SameBits(vt::nn::BatchNormChannelSum(x),
+                       OrderedChannelSums(shape, split, [&](int64_t i) { return px[i]; })));
+        CHECK(SameBits(vt::nn::BatchNormCenteredSquareSum(x, mean),
+                       OrderedChannelSums(shape, split, [&](int64_t i) {
+                         const double d = px[i] - pm[channel(i)];
+                         return d * d;
+                       })));
+        for (bool magnitudes : {false, true}) {
+          const vt::nn::BatchNormGradSums s = vt::nn::BatchNormGradSumsOf(g, xhat, w, magnitudes);
+          auto gh = [&](int64_t i) { return pg[i] * pw[channel(i)]; };
+          CHECK(SameBits(s.gxhat, OrderedChannelSums(shape, split, gh)));
+          CHECK(SameBits(
+              s.gxx, OrderedChannelSums(shape, split, [&](int64_t i) { return gh(i) * ph[i]; })));
+          CHECK(SameBits(s.gy_xhat, OrderedChannelSums(shape, split,
+                                                       [&](int64_t i) { return pg[i] * ph[i]; })));
+          CHECK(SameBits(s.g, OrderedChannelSums(shape, split, [&](int64_t i) { return pg[i]; })));
+          // Close to ATen's sums, whatever their order.
+          CHECK(at::allclose(s.gy_xhat, (g * xhat).sum({0, 2, 3}), 1e-12,
+                             1e-12 * (g * xhat).abs().sum().item<double>()));
+          CHECK(s.magnitudes.w.defined() == magnitudes);
+          if (magnitudes) {
+            const vt::nn::ParamMagnitudes want = vt::nn::BatchNormParamMagnitudes(g, xhat);
+            CHECK(at::equal(s.magnitudes.w, want.w));
+            CHECK(at::equal(s.magnitudes.b, want.b));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("batch norm's passes from the input and from g are the unfused passes' bits",
+          "[nn][batch norm]") {
+  vt::precision::testing::ThreadGuard threads;
+  at::manual_seed(25);
+  for (int n_threads : {1, 3}) {
+    at::set_num_threads(n_threads);
+    for (const std::vector<int64_t>& shape : kShapes) {
+      INFO("shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+      const int64_t c = shape[1];
+      const at::Tensor x = Map(shape), g = Map(shape), xhat = Map(shape);
+      const at::Tensor w = at::randn({c}, at::kDouble), b = at::randn({c}, at::kDouble);
+      const at::Tensor mean = at::randn({c}, at::kDouble);
+      const at::Tensor rstd = at::rand({c}, at::kDouble) + 0.5;
+      const at::Tensor mean_g = at::randn({c}, at::kDouble);
+      const at::Tensor mean_gx = at::randn({c}, at::kDouble);
+      const vt::nn::BatchNormOutput fused = vt::nn::BatchNormOutputFromInput(x, mean, rstd, w, b);
+      const vt::nn::BatchNormOutput want = vt::nn::BatchNormOutputOf(x - Ch(mean), rstd, w, b);
+      CHECK(at::equal(fused.xhat, want.xhat));
+      CHECK(at::equal(fused.y, want.y));
+      CHECK(at::equal(vt::nn::BatchNormInputGradFromG(g, xhat, w, rstd, mean_g, mean_gx),
+                      vt::nn::BatchNormInputGrad(g * Ch(w), xhat, rstd, mean_g, mean_gx)));
+    }
+  }
+}
+
+TEST_CASE("batch norm's statistics still differ between profiles (control)", "[nn][batch norm]") {
+  NativeAfter native;
+  at::manual_seed(26);
+  const at::Tensor x = Map({16, 4, 8, 8});
+  vt::ActivateProfile(vt::FindProfile("native"));
+  const at::Tensor native_sum = vt::nn::BatchNormChannelSum(x);
+  for (const char* profile : {"splitk4", "blocked"}) {
+    INFO(profile);
+    vt::ActivateProfile(vt::FindProfile(profile));
+    const at::Tensor sum = vt::nn::BatchNormChannelSum(x);
+    CHECK_FALSE(at::equal(sum, native_sum));
+    CHECK(at::allclose(sum, native_sum, 1e-12, 1e-12 * x.abs().sum().item<double>()));
+  }
+}
+
+TEST_CASE("batch norm's layer matches ATen's batch_norm, fused or on other layouts",
+          "[nn][batch norm]") {
+  NativeAfter native;
+  at::manual_seed(27);
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (bool channels_last : {false, true}) {
+      INFO(profile << (channels_last ? ", channels last (not fused)" : ", fused"));
+      at::Tensor x0 = at::randn({6, 3, 5, 7}, at::kDouble);
+      if (channels_last) x0 = x0.contiguous(at::MemoryFormat::ChannelsLast);
+      const at::Tensor x = x0.set_requires_grad(true);
+      const at::Tensor w = at::rand({3}, at::kDouble).add_(0.5).set_requires_grad(true);
+      const at::Tensor b = at::randn({3}, at::kDouble).set_requires_grad(true);
+      const vt::nn::BatchNormResult bn = vt::nn::BatchNormTrainOp(x, w, b, 1e-5, "bn");
+      const at::Tensor gy = at::randn(bn.y.sizes(), at::kDouble);
+      const auto ours = torch::autograd::grad({bn.y}, {x, w, b}, {gy});
+      const at::Tensor yr = at::batch_norm(x, w, b, {}, {}, /*training=*/true, 0.1, 1e-5, false);
+      const auto ref = torch::autograd::grad({yr}, {x, w, b}, {gy});
+      CHECK(at::allclose(bn.y, yr, 1e-12, 1e-12));
+      for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-10, 1e-10));
     }
   }
 }
