@@ -37,7 +37,7 @@ enum class GemmOrder {
 };
 
 enum class ReduceOrder {
-  kAten,      // ATen's own (depends on the thread count)
+  kAten,      // ATen's own (depends on the thread count); batch norm's fused sums: one range
   kChunked,   // the reduced extent split into `reduce_chunks` parts, added left to right
   kPairwise,  // split into `reduce_chunks` parts, added as a balanced tree
 };
