@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/common/error.h"
+#include "runtime/nn/lane_sums.h"
 #include "runtime/nn/planes.h"
 #include "runtime/profile/profile.h"
 
@@ -85,30 +86,6 @@ VT_PLANE_CLONES void InputGradPlane(const double* __restrict gxhat, const double
   for (int64_t i = 0; i < n; ++i) out[i] = r * ((gxhat[i] - mean_g) - x[i] * mean_gx);
 }
 
-// The fused statistics' planes (batch_norm.h): lane l of `acc` takes the elements j = l mod 8.
-VT_PLANE_CLONES void SumPlane(const double* __restrict x, int64_t n, double* __restrict acc) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += x[i + l];
-  }
-  for (; i < n; ++i) acc[i & 7] += x[i];
-}
-
-VT_PLANE_CLONES void CenteredSquarePlane(const double* __restrict x, double m, int64_t n,
-                                         double* __restrict acc) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) {
-      const double d = x[i + l] - m;
-      acc[l] += d * d;
-    }
-  }
-  for (; i < n; ++i) {
-    const double d = x[i] - m;
-    acc[i & 7] += d * d;
-  }
-}
-
 VT_PLANE_CLONES void OutputFromInputPlane(const double* __restrict x, double m, double r, double w,
                                           double b, int64_t n, double* __restrict xhat,
                                           double* __restrict y) {
@@ -168,7 +145,7 @@ VT_PLANE_CLONES void GradSumsPlaneMagnitudes(const double* __restrict g, const d
 template <int K, class Plane>
 std::array<at::Tensor, K> ChannelLaneSums(const at::Tensor& x, Plane&& plane) {
   const int64_t n = x.size(0), c = x.size(1), size = x.size(2) * x.size(3);
-  const std::optional<ImageSplit> split = FusedChannelSumSplit(n);
+  const std::optional<SumSplit> split = FusedSumSplit(n);
   if (!split) throw Error("internal error: fused batch-norm sums under a device profile");
   std::array<std::vector<at::Tensor>, K> parts;
   for (const auto& [first, count] : split->ranges) {
@@ -181,8 +158,7 @@ std::array<at::Tensor, K> ChannelLaneSums(const at::Tensor& x, Plane&& plane) {
           plane(ch, (img * c + ch) * size, size, lanes);
         }
         for (int k = 0; k < K; ++k) {
-          const double* a = lanes + 8 * k;
-          out[k * c + ch] = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+          out[k * c + ch] = LaneTree(lanes + 8 * k);
         }
       }
     });
@@ -203,7 +179,7 @@ bool BatchNormStatisticsFused(const at::Tensor& x,
 at::Tensor BatchNormChannelSum(const at::Tensor& x) {
   const double* px = x.data_ptr<double>();
   return ChannelLaneSums<1>(x, [&](int64_t, int64_t off, int64_t size, double* lanes) {
-    SumPlane(px + off, size, lanes);
+    LaneSum(px + off, size, lanes);
   })[0];
 }
 
@@ -211,7 +187,7 @@ at::Tensor BatchNormCenteredSquareSum(const at::Tensor& x, const at::Tensor& mea
   const at::Tensor mean = mean_in.contiguous();
   const double *px = x.data_ptr<double>(), *pm = mean.data_ptr<double>();
   return ChannelLaneSums<1>(x, [&](int64_t ch, int64_t off, int64_t size, double* lanes) {
-    CenteredSquarePlane(px + off, pm[ch], size, lanes);
+    LaneCenteredSquareSum(px + off, pm[ch], size, lanes);
   })[0];
 }
 

@@ -5,7 +5,7 @@
 // per-channel sums are BatchNormParamMagnitudes' (nn/magnitude.h), bit for bit. Tensors that
 // are not contiguous CPU float64 [N, C, H, W] with [C] factors take the expressions.
 // The channel sums of the statistics and of the parameter gradients are fused too, in the
-// device profile's split of the images (vt::FusedChannelSumSplit: the batch in one range
+// device profile's split of the images (vt::FusedSumSplit: the batch in one range
 // natively, in the profile's chunks otherwise); within a range each channel's sum has eight
 // lanes, lane l taking each plane's elements j = l mod 8, image after image, the lanes added
 // as a tree at the end: one order on any thread count and vector width. So batch norm needs

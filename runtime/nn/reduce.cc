@@ -4,13 +4,16 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "runtime/common/error.h"
 #include "runtime/nn/batch_norm.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/layer_norm.h"
 #include "runtime/nn/magnitude.h"
 #include "runtime/nn/planes.h"
 #include "runtime/profile/profile.h"
+#include "runtime/tensor/layout.h"
 
 namespace vt::nn {
 namespace {
@@ -127,24 +130,34 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
                             const at::Tensor& b, double eps, const std::string& name,
                             int64_t bwd_call) {
     const double d = static_cast<double>(x.size(-1));
-    at::Tensor mean = ApplyBoundary(name + ".mean:fwd", RowSum(x) / d, -1,
-                                    MagnitudesWanted() ? RowAbsMean(x) : at::Tensor());
-    at::Tensor centered = x - mean;
-    const at::Tensor var_sum = RowSum(centered * centered) / d;
+    // Fused (layer_norm.h): the statistics' sums straight from x, no centered tensor.
+    const bool fused = LayerNormFused(x, {&w, &b});
+    at::Tensor mean =
+        ApplyBoundary(name + ".mean:fwd", (fused ? LayerNormRowSum(x) : RowSum(x)) / d, -1,
+                      MagnitudesWanted() ? RowAbsMean(x) : at::Tensor());
+    const at::Tensor centered = fused ? at::Tensor() : x - mean;
+    const at::Tensor var_sum =
+        (fused ? LayerNormCenteredSquareSum(x, mean) : RowSum(centered * centered)) / d;
     at::Tensor var = ApplyBoundary(name + ".var:fwd", var_sum, -1, OwnMagnitude(var_sum));
     at::Tensor rstd = (var + eps).rsqrt();
-    at::Tensor xhat = centered * rstd;
+    at::Tensor xhat, y;
+    if (fused) {
+      LayerNormOutput out = LayerNormOutputFromInput(x, mean, rstd, w, b);
+      xhat = out.xhat;
+      y = out.y;
+    } else {
+      xhat = centered * rstd;
+      y = xhat * w + b;
+    }
     ctx->save_for_backward({xhat, rstd, w, b});
     SaveBackwardCall(ctx, name + ".stats:bwd", bwd_call);
-    const at::Tensor scaled = xhat * w;
-    at::Tensor y = scaled + b;
     // Alike everywhere from an input that is (as batch norm's below); else |xhat w| + |b|.
     const bool agreed = IsAgreed(x);
     ctx->saved_data["agreed"] = agreed;
     if (agreed) {
       OfferMagnitude(y, ZeroMagnitude());
     } else if (MagnitudesWanted()) {
-      OfferMagnitude(y, AbsPlusColumn(scaled, b));
+      OfferMagnitude(y, AbsPlusColumn(xhat * w, b));
     }
     return y;
   }
@@ -153,25 +166,45 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const at::Tensor &xhat = saved[0], &rstd = saved[1], &w = saved[2];
     const at::Tensor& g = grads[0];
     const double d = static_cast<double>(xhat.size(-1));
-    at::Tensor gxhat = g * w;
-    const at::Tensor gxx = gxhat * xhat;
-    auto [mean_g, mean_gx] =
-        RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx, &RowAbsMean);
-    const at::Tensor centered_term = xhat * mean_gx;
-    at::Tensor gx = rstd * (gxhat - mean_g - centered_term);
-    const at::Tensor gy_xhat = g * xhat;
-    if (MagnitudesWanted()) {
+    // Fused (layer_norm.h): the row sums in one pass over g and xhat, the input gradient and
+    // the column sums in one more each, no products of g in memory; the magnitudes, when
+    // wanted, make the products they need.
+    const at::Tensor g_in = g.contiguous();
+    const bool fused = LayerNormFused(g_in, {&w}) && ContiguousCpuDoubles({&g_in, &xhat});
+    const bool magnitudes = MagnitudesWanted();
+    at::Tensor gxhat, gxx;
+    if (!fused || magnitudes) {
+      gxhat = g * w;
+      gxx = gxhat * xhat;
+    }
+    at::Tensor mean_g, mean_gx;
+    if (fused) {
+      const LayerNormRowSums sums = LayerNormGradRowSums(g_in, xhat, w);
+      std::tie(mean_g, mean_gx) =
+          RoundPair(ctx, sums.gxhat / d, sums.gxx / d, gxhat, gxx, &RowAbsMean);
+    } else {
+      std::tie(mean_g, mean_gx) =
+          RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx, &RowAbsMean);
+    }
+    at::Tensor gx = fused ? LayerNormInputGrad(g_in, xhat, w, rstd, mean_g, mean_gx)
+                          : rstd * (gxhat - mean_g - xhat * mean_gx);
+    if (magnitudes) {
       // gx cancels its three terms: its magnitude is theirs, unless it is alike everywhere
       // (the forward's input and g are, and the statistics are rounded).
       at::NoGradGuard no_grad;
       if (ctx->saved_data["agreed"].toBool() && IsAgreed(g)) {
         OfferMagnitude(gx, ZeroMagnitude());
       } else {
-        OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, centered_term));
+        OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, xhat * mean_gx));
       }
-      AddGradMagnitude(w, ColumnAbsSum(gy_xhat));
+      AddGradMagnitude(w, ColumnAbsSum(g * xhat));
       AddGradMagnitude(saved[3], ColumnAbsSum(g));
     }
+    if (fused) {
+      const LayerNormColumnSums sums = LayerNormGradColumnSums(g_in, xhat);
+      return {gx, sums.gy_xhat, sums.g, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+    const at::Tensor gy_xhat = g * xhat;
     return {gx, ColumnSum(gy_xhat), ColumnSum(g), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -406,14 +406,14 @@ at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
   return Combine(std::move(parts), p.reduce == ReduceOrder::kPairwise);
 }
 
-std::optional<ImageSplit> FusedChannelSumSplit(int64_t images) {
+std::optional<SumSplit> FusedSumSplit(int64_t extent) {
   const Profile& p = CurrentProfile();
   if (p.cuda) return std::nullopt;
-  ImageSplit split;
+  SumSplit split;
   if (p.reduce == ReduceOrder::kAten) {
-    split.ranges.emplace_back(0, images);
+    split.ranges.emplace_back(0, extent);
   } else {
-    split.ranges = Chunks(images, p.reduce_chunks);
+    split.ranges = Chunks(extent, p.reduce_chunks);
     split.pairwise = p.reduce == ReduceOrder::kPairwise;
   }
   return split;

@@ -108,17 +108,18 @@ at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bi
 // Sum over `dims` (empty: all) with the profile's ReduceOrder.
 at::Tensor Sum(const at::Tensor& x, at::IntArrayRef dims = {}, bool keepdim = false);
 
-// How a kernel that fuses per-channel sums over [N, C, H, W] into a pass of its own (batch
-// norm's statistics and parameter gradients, nn/batch_norm.cc) orders them under the current
-// profile, as Sum splits the images: the image ranges (first, count) whose partial sums it
-// takes, added left to right or as a balanced tree (CombinePartialSums). kAten has one range,
-// summed in the kernel's own order. No split (nullopt) under the CUDA profile, whose sums run
-// on the GPU through Sum.
-struct ImageSplit {
+// How a kernel that fuses sums into a pass of its own (batch norm's statistics and parameter
+// gradients, nn/batch_norm.cc; layer norm's, nn/layer_norm.cc) orders them under the current
+// profile, as Sum splits the first reduced dimension: the ranges (first, count) of that
+// extent (a batch's images, a row's columns, a matrix's rows) whose partial sums it takes,
+// added left to right or as a balanced tree (CombinePartialSums). kAten has one range, summed
+// in the kernel's own order. No split (nullopt) under the CUDA profile, whose sums run on the
+// GPU through Sum.
+struct SumSplit {
   std::vector<std::pair<int64_t, int64_t>> ranges;
   bool pairwise = false;
 };
-std::optional<ImageSplit> FusedChannelSumSplit(int64_t images);
+std::optional<SumSplit> FusedSumSplit(int64_t extent);
 
 // Adds partial results of one shape left to right or as a balanced tree, as Sum and Matmul
 // add theirs. `parts` must not be empty.

@@ -157,7 +157,7 @@ struct NativeAfter {
 // order, the lanes added as a tree; the ranges' sums left to right or as a balanced tree.
 // term(i) is the value of flat element i.
 template <class Term>
-std::vector<double> OrderedChannelSums(at::IntArrayRef shape, const vt::ImageSplit& split,
+std::vector<double> OrderedChannelSums(at::IntArrayRef shape, const vt::SumSplit& split,
                                        Term term) {
   const int64_t c = shape[1], plane = shape[2] * shape[3];
   std::vector<double> out(static_cast<size_t>(c));
@@ -215,7 +215,7 @@ TEST_CASE("batch norm's fused statistics take the profile's image ranges and eig
         const at::Tensor x = Map(shape), g = Map(shape), xhat = Map(shape);
         const at::Tensor w = at::randn({c}, at::kDouble), mean = at::randn({c}, at::kDouble);
         REQUIRE(vt::nn::BatchNormStatisticsFused(x, {&w}));
-        const vt::ImageSplit split = *vt::FusedChannelSumSplit(shape[0]);
+        const vt::SumSplit split = *vt::FusedSumSplit(shape[0]);
         const double *px = x.data_ptr<double>(), *pg = g.data_ptr<double>();
         const double *ph = xhat.data_ptr<double>(), *pw = w.data_ptr<double>();
         const double* pm = mean.data_ptr<double>();

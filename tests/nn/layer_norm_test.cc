@@ -1,0 +1,211 @@
+// Layer norm's fused passes (runtime/nn/layer_norm.h): the sums against their order written
+// out value by value on three profiles (which still differ: the control), on 1 and 3 threads
+// and row lengths that do and do not fill the eight lanes; the elementwise passes against the
+// expressions they replace, bit for bit; the layer against ATen's layer_norm, fused and not.
+#include "runtime/nn/layer_norm.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "runtime/nn/reduce.h"
+#include "runtime/profile/profile.h"
+#include "tests/precision/helpers.h"
+
+namespace {
+
+struct NativeAfter {
+  ~NativeAfter() { vt::ActivateProfile(vt::FindProfile("native")); }
+};
+
+// Values with zeros, a signed zero and magnitudes far apart, where a reordered sum shows.
+at::Tensor Rows(at::IntArrayRef shape) {
+  at::Tensor t = at::randn(shape, at::kDouble) * at::exp(4.0 * at::randn(shape, at::kDouble));
+  t.view(-1).slice(0, 0, t.numel(), 7).zero_();
+  if (t.numel() > 3) t.view(-1)[3] = -0.0;
+  return t;
+}
+
+// The profile's ranges combined left to right or as a balanced tree.
+double CombineRanges(std::vector<double> parts, bool pairwise) {
+  if (!pairwise) {
+    for (size_t i = 1; i < parts.size(); ++i) parts[0] += parts[i];
+    return parts[0];
+  }
+  while (parts.size() > 1) {
+    std::vector<double> next;
+    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
+    if (parts.size() % 2 == 1) next.push_back(parts.back());
+    parts = next;
+  }
+  return parts[0];
+}
+
+// A row sum's order: the columns in the profile's ranges, eight lanes per range (column j of
+// the range in lane j mod 8), the lanes as a tree. term(r, j) is the value at row r, column j.
+template <class Term>
+std::vector<double> OrderedRowSums(int64_t rows, int64_t d, Term term) {
+  const vt::SumSplit split = *vt::FusedSumSplit(d);
+  std::vector<double> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> parts;
+    for (const auto& [first, count] : split.ranges) {
+      double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t j = 0; j < count; ++j) lane[j % 8] += term(r, first + j);
+      parts.push_back(((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                      ((lane[4] + lane[5]) + (lane[6] + lane[7])));
+    }
+    out.push_back(CombineRanges(parts, split.pairwise));
+  }
+  return out;
+}
+
+// A column sum's order: the rows in the profile's ranges, row after row from zero.
+template <class Term>
+std::vector<double> OrderedColumnSums(int64_t rows, int64_t d, Term term) {
+  const vt::SumSplit split = *vt::FusedSumSplit(rows);
+  std::vector<double> out;
+  for (int64_t j = 0; j < d; ++j) {
+    std::vector<double> parts;
+    for (const auto& [first, count] : split.ranges) {
+      double s = 0.0;
+      for (int64_t r = first; r < first + count; ++r) s += term(r, j);
+      parts.push_back(s);
+    }
+    out.push_back(CombineRanges(parts, split.pairwise));
+  }
+  return out;
+}
+
+bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
+  const at::Tensor g = got.contiguous();
+  if (g.numel() != static_cast<int64_t>(want.size())) return false;
+  return want.empty() ||
+         std::memcmp(g.data_ptr<double>(), want.data(), want.size() * sizeof(double)) == 0;
+}
+
+const std::vector<std::vector<int64_t>> kShapes = {{5, 13}, {2, 3, 8}, {7, 1},  {4, 35},
+                                                   {0, 5},  {33, 64},  {3, 300}};
+
+}  // namespace
+
+TEST_CASE("layer norm's fused sums take the profile's ranges and eight lanes each",
+          "[nn][layer norm]") {
+  vt::precision::testing::ThreadGuard threads;
+  NativeAfter native;
+  at::manual_seed(31);
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (int n_threads : {1, 3}) {
+      at::set_num_threads(n_threads);
+      for (const std::vector<int64_t>& shape : kShapes) {
+        INFO(profile << ", shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+        const int64_t d = shape.back(),
+                      rows = at::IntArrayRef(shape).size() == 3 ? shape[0] * shape[1] : shape[0];
+        std::vector<int64_t> row_shape = shape;
+        row_shape.back() = 1;
+        const at::Tensor x = Rows(shape), g = Rows(shape), xhat = Rows(shape);
+        const at::Tensor w = at::randn({d}, at::kDouble), mean = at::randn(row_shape, at::kDouble);
+        REQUIRE(vt::nn::LayerNormFused(x, {&w}));
+        const double *px = x.data_ptr<double>(), *pg = g.data_ptr<double>();
+        const double *ph = xhat.data_ptr<double>(), *pw = w.data_ptr<double>();
+        const double* pm = mean.data_ptr<double>();
+        auto at_rc = [&](const double* p, int64_t r, int64_t j) { return p[r * d + j]; };
+
+        const at::Tensor sum = vt::nn::LayerNormRowSum(x);
+        CHECK(sum.sizes() == at::IntArrayRef(row_shape));
+        CHECK(SameBits(
+            sum, OrderedRowSums(rows, d, [&](int64_t r, int64_t j) { return at_rc(px, r, j); })));
+        CHECK(SameBits(vt::nn::LayerNormCenteredSquareSum(x, mean),
+                       OrderedRowSums(rows, d, [&](int64_t r, int64_t j) {
+                         const double v = at_rc(px, r, j) - pm[r];
+                         return v * v;
+                       })));
+        const vt::nn::LayerNormRowSums s = vt::nn::LayerNormGradRowSums(g, xhat, w);
+        auto gh = [&](int64_t r, int64_t j) { return at_rc(pg, r, j) * pw[j]; };
+        CHECK(SameBits(s.gxhat, OrderedRowSums(rows, d, gh)));
+        CHECK(SameBits(s.gxx, OrderedRowSums(rows, d, [&](int64_t r, int64_t j) {
+                         return gh(r, j) * at_rc(ph, r, j);
+                       })));
+        const vt::nn::LayerNormColumnSums c = vt::nn::LayerNormGradColumnSums(g, xhat);
+        CHECK(SameBits(c.gy_xhat, OrderedColumnSums(rows, d, [&](int64_t r, int64_t j) {
+                         return at_rc(pg, r, j) * at_rc(ph, r, j);
+                       })));
+        CHECK(SameBits(c.g, OrderedColumnSums(
+                                rows, d, [&](int64_t r, int64_t j) { return at_rc(pg, r, j); })));
+        // Close to ATen's sums, whatever their order.
+        CHECK(at::allclose(sum, x.sum(-1, true), 1e-12, 1e-12 * x.abs().sum().item<double>()));
+      }
+    }
+  }
+}
+
+TEST_CASE("layer norm's passes from the input and from g are the expressions' bits",
+          "[nn][layer norm]") {
+  vt::precision::testing::ThreadGuard threads;
+  at::manual_seed(32);
+  for (int n_threads : {1, 3}) {
+    at::set_num_threads(n_threads);
+    for (const std::vector<int64_t>& shape : kShapes) {
+      INFO("shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+      std::vector<int64_t> row_shape = shape;
+      row_shape.back() = 1;
+      const int64_t d = shape.back();
+      const at::Tensor x = Rows(shape), g = Rows(shape), xhat = Rows(shape);
+      const at::Tensor w = at::randn({d}, at::kDouble), b = at::randn({d}, at::kDouble);
+      const at::Tensor mean = at::randn(row_shape, at::kDouble);
+      const at::Tensor rstd = at::rand(row_shape, at::kDouble) + 0.5;
+      const at::Tensor mean_g = at::randn(row_shape, at::kDouble);
+      const at::Tensor mean_gx = at::randn(row_shape, at::kDouble);
+      const vt::nn::LayerNormOutput out = vt::nn::LayerNormOutputFromInput(x, mean, rstd, w, b);
+      const at::Tensor want_xhat = (x - mean) * rstd;
+      CHECK(at::equal(out.xhat, want_xhat));
+      CHECK(at::equal(out.y, want_xhat * w + b));
+      CHECK(at::equal(vt::nn::LayerNormInputGrad(g, xhat, w, rstd, mean_g, mean_gx),
+                      rstd * (g * w - mean_g - xhat * mean_gx)));
+    }
+  }
+}
+
+TEST_CASE("layer norm's sums still differ between profiles (control)", "[nn][layer norm]") {
+  NativeAfter native;
+  at::manual_seed(33);
+  const at::Tensor x = Rows({64, 256});
+  vt::ActivateProfile(vt::FindProfile("native"));
+  const at::Tensor rows = vt::nn::LayerNormRowSum(x);
+  const at::Tensor cols = vt::nn::LayerNormGradColumnSums(x, x).g;
+  for (const char* profile : {"splitk4", "blocked"}) {
+    INFO(profile);
+    vt::ActivateProfile(vt::FindProfile(profile));
+    CHECK_FALSE(at::equal(vt::nn::LayerNormRowSum(x), rows));
+    CHECK_FALSE(at::equal(vt::nn::LayerNormGradColumnSums(x, x).g, cols));
+  }
+}
+
+TEST_CASE("layer norm's layer matches ATen's layer_norm, fused or not", "[nn][layer norm]") {
+  NativeAfter native;
+  at::manual_seed(34);
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (bool strided : {false, true}) {
+      INFO(profile << (strided ? ", strided input (not fused)" : ", fused"));
+      at::Tensor x0 = at::randn({6, 5, 40}, at::kDouble);
+      if (strided) x0 = x0.transpose(0, 1);
+      REQUIRE(vt::nn::LayerNormFused(x0, {}) != strided);
+      const at::Tensor x = x0.set_requires_grad(true);
+      const at::Tensor w = at::rand({40}, at::kDouble).add_(0.5).set_requires_grad(true);
+      const at::Tensor b = at::randn({40}, at::kDouble).set_requires_grad(true);
+      const at::Tensor y = vt::nn::LayerNormOp(x, w, b, 1e-5, "ln");
+      const at::Tensor gy = at::randn(y.sizes(), at::kDouble);
+      const auto ours = torch::autograd::grad({y}, {x, w, b}, {gy});
+      const at::Tensor yr = at::layer_norm(x, {40}, w, b, 1e-5);
+      const auto ref = torch::autograd::grad({yr}, {x, w, b}, {gy});
+      CHECK(at::allclose(y, yr, 1e-12, 1e-12));
+      for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-10, 1e-10));
+    }
+  }
+}
