@@ -60,9 +60,11 @@ VT_ROW_CLONES void ColumnRow(const double* __restrict g, const double* __restric
   }
 }
 
+// The rows of x [..., D]: the product of the leading sizes (also when D is 0).
 int64_t RowsOf(const at::Tensor& x) {
-  const int64_t d = x.size(-1);
-  return d == 0 ? 0 : x.numel() / d;
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < x.dim(); ++i) rows *= x.size(i);
+  return rows;
 }
 
 // Rows per parallel task: about 2^15 values.

@@ -88,8 +88,8 @@ bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
          std::memcmp(g.data_ptr<double>(), want.data(), want.size() * sizeof(double)) == 0;
 }
 
-const std::vector<std::vector<int64_t>> kShapes = {{5, 13}, {2, 3, 8}, {7, 1},  {4, 35},
-                                                   {0, 5},  {33, 64},  {3, 300}};
+const std::vector<std::vector<int64_t>> kShapes = {{5, 13}, {2, 3, 8}, {7, 1},   {4, 35},
+                                                   {0, 5},  {3, 0},    {33, 64}, {3, 300}};
 
 }  // namespace
 
