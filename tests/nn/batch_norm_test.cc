@@ -11,7 +11,6 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <vector>
 
 #include "runtime/nn/autograd.h"
@@ -147,10 +146,9 @@ TEST_CASE("batch norm of a boundary's output is alike everywhere: zero window, n
 
 namespace {
 
-// Restores the native profile when it goes out of scope (also when a check throws).
-struct NativeAfter {
-  ~NativeAfter() { vt::ActivateProfile(vt::FindProfile("native")); }
-};
+using vt::nn::testing::CombineInOrder;
+using vt::nn::testing::NativeProfileAfter;
+using vt::nn::testing::SameBits;
 
 // The fused statistics' order (batch_norm.h), written out one value at a time: per image range
 // of the profile, per channel, eight lanes (element j of a plane in lane j mod 8), images in
@@ -171,29 +169,9 @@ std::vector<double> OrderedChannelSums(at::IntArrayRef shape, const vt::SumSplit
       ranges.push_back(((lane[0] + lane[1]) + (lane[2] + lane[3])) +
                        ((lane[4] + lane[5]) + (lane[6] + lane[7])));
     }
-    if (split.pairwise) {
-      while (ranges.size() > 1) {
-        std::vector<double> next;
-        for (size_t i = 0; i + 1 < ranges.size(); i += 2) next.push_back(ranges[i] + ranges[i + 1]);
-        if (ranges.size() % 2 == 1) next.push_back(ranges.back());
-        ranges = next;
-      }
-    } else {
-      for (size_t i = 1; i < ranges.size(); ++i) ranges[0] += ranges[i];
-    }
-    out[static_cast<size_t>(ch)] = ranges[0];
+    out[static_cast<size_t>(ch)] = CombineInOrder(ranges, split.pairwise);
   }
   return out;
-}
-
-bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
-  const at::Tensor g = got.contiguous();
-  if (g.numel() != static_cast<int64_t>(want.size())) return false;
-  const double* p = g.data_ptr<double>();
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::memcmp(&p[i], &want[i], sizeof(double)) != 0) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -201,7 +179,7 @@ bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
 TEST_CASE("batch norm's fused statistics take the profile's image ranges and eight lanes each",
           "[nn][batch norm]") {
   vt::precision::testing::ThreadGuard threads;
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(24);
   const std::vector<std::vector<int64_t>> shapes = {{2, 3, 5, 3}, {1, 2, 1, 1}, {6, 3, 7, 9},
                                                     {9, 5, 4, 4}, {2, 4, 0, 3}, {5, 2, 4, 5}};
@@ -279,7 +257,7 @@ TEST_CASE("batch norm's passes from the input and from g are the unfused passes'
 }
 
 TEST_CASE("batch norm's statistics still differ between profiles (control)", "[nn][batch norm]") {
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(26);
   const at::Tensor x = Map({16, 4, 8, 8});
   vt::ActivateProfile(vt::FindProfile("native"));
@@ -295,7 +273,7 @@ TEST_CASE("batch norm's statistics still differ between profiles (control)", "[n
 
 TEST_CASE("batch norm's layer matches ATen's batch_norm, fused or on other layouts",
           "[nn][batch norm]") {
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(27);
   for (const char* profile : {"native", "splitk4", "blocked"}) {
     vt::ActivateProfile(vt::FindProfile(profile));

@@ -9,18 +9,18 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <vector>
 
 #include "runtime/nn/reduce.h"
 #include "runtime/profile/profile.h"
+#include "tests/nn/helpers.h"
 #include "tests/precision/helpers.h"
 
 namespace {
 
-struct NativeAfter {
-  ~NativeAfter() { vt::ActivateProfile(vt::FindProfile("native")); }
-};
+using vt::nn::testing::CombineInOrder;
+using vt::nn::testing::NativeProfileAfter;
+using vt::nn::testing::SameBits;
 
 // Values with zeros, a signed zero and magnitudes far apart, where a reordered sum shows.
 at::Tensor Rows(at::IntArrayRef shape) {
@@ -28,21 +28,6 @@ at::Tensor Rows(at::IntArrayRef shape) {
   t.view(-1).slice(0, 0, t.numel(), 7).zero_();
   if (t.numel() > 3) t.view(-1)[3] = -0.0;
   return t;
-}
-
-// The profile's ranges combined left to right or as a balanced tree.
-double CombineRanges(std::vector<double> parts, bool pairwise) {
-  if (!pairwise) {
-    for (size_t i = 1; i < parts.size(); ++i) parts[0] += parts[i];
-    return parts[0];
-  }
-  while (parts.size() > 1) {
-    std::vector<double> next;
-    for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i] + parts[i + 1]);
-    if (parts.size() % 2 == 1) next.push_back(parts.back());
-    parts = next;
-  }
-  return parts[0];
 }
 
 // A row sum's order: the columns in the profile's ranges, eight lanes per range (column j of
@@ -59,7 +44,7 @@ std::vector<double> OrderedRowSums(int64_t rows, int64_t d, Term term) {
       parts.push_back(((lane[0] + lane[1]) + (lane[2] + lane[3])) +
                       ((lane[4] + lane[5]) + (lane[6] + lane[7])));
     }
-    out.push_back(CombineRanges(parts, split.pairwise));
+    out.push_back(CombineInOrder(parts, split.pairwise));
   }
   return out;
 }
@@ -76,16 +61,9 @@ std::vector<double> OrderedColumnSums(int64_t rows, int64_t d, Term term) {
       for (int64_t r = first; r < first + count; ++r) s += term(r, j);
       parts.push_back(s);
     }
-    out.push_back(CombineRanges(parts, split.pairwise));
+    out.push_back(CombineInOrder(parts, split.pairwise));
   }
   return out;
-}
-
-bool SameBits(const at::Tensor& got, const std::vector<double>& want) {
-  const at::Tensor g = got.contiguous();
-  if (g.numel() != static_cast<int64_t>(want.size())) return false;
-  return want.empty() ||
-         std::memcmp(g.data_ptr<double>(), want.data(), want.size() * sizeof(double)) == 0;
 }
 
 const std::vector<std::vector<int64_t>> kShapes = {{5, 13}, {2, 3, 8}, {7, 1},   {4, 35},
@@ -96,7 +74,7 @@ const std::vector<std::vector<int64_t>> kShapes = {{5, 13}, {2, 3, 8}, {7, 1},  
 TEST_CASE("layer norm's fused sums take the profile's ranges and eight lanes each",
           "[nn][layer norm]") {
   vt::precision::testing::ThreadGuard threads;
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(31);
   for (const char* profile : {"native", "splitk4", "blocked"}) {
     vt::ActivateProfile(vt::FindProfile(profile));
@@ -172,7 +150,7 @@ TEST_CASE("layer norm's passes from the input and from g are the expressions' bi
 }
 
 TEST_CASE("layer norm's sums still differ between profiles (control)", "[nn][layer norm]") {
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(33);
   const at::Tensor x = Rows({64, 256});
   vt::ActivateProfile(vt::FindProfile("native"));
@@ -187,7 +165,7 @@ TEST_CASE("layer norm's sums still differ between profiles (control)", "[nn][lay
 }
 
 TEST_CASE("layer norm's layer matches ATen's layer_norm, fused or not", "[nn][layer norm]") {
-  NativeAfter native;
+  NativeProfileAfter native;
   at::manual_seed(34);
   for (const char* profile : {"native", "splitk4", "blocked"}) {
     vt::ActivateProfile(vt::FindProfile(profile));
