@@ -148,7 +148,9 @@ std::array<at::Tensor, K> ChannelLaneSums(const at::Tensor& x, Plane&& plane) {
   const std::optional<SumSplit> split = FusedSumSplit(n);
   if (!split) throw Error("internal error: fused batch-norm sums under a device profile");
   std::array<std::vector<at::Tensor>, K> parts;
-  for (const auto& [first, count] : split->ranges) {
+  for (const auto& range : split->ranges) {
+    // Plain copies: C++17 lambdas cannot capture structured bindings (clang rejects it).
+    const int64_t first = range.first, count = range.second;
     at::Tensor part = at::empty({K, c}, x.options());
     double* out = part.data_ptr<double>();
     at::parallel_for(0, c, 1, [&](int64_t c0, int64_t c1) {
