@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 #include <unistd.h>
@@ -273,6 +274,7 @@ void InstallCachingCpuAllocator(std::size_t limit) {
 
 void ReleaseCachedCpuBlocks() {
   if (cache != nullptr) cache->ReleaseAll();
+  malloc_trim(0);  // the heap's free memory too: InitializeRuntime turns automatic trimming off
 }
 
 CpuAllocatorStats CachingCpuAllocatorStats() {

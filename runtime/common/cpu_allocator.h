@@ -45,7 +45,8 @@ std::size_t AllocatorCacheLimitFromEnvironment();
 // call changes only the limit.
 void InstallCachingCpuAllocator(std::size_t limit);
 
-// Releases every cached block to the system; blocks in use stay.
+// Releases every cached block to the system, and glibc's heap its free memory (malloc_trim);
+// blocks in use stay.
 void ReleaseCachedCpuBlocks();
 
 CpuAllocatorStats CachingCpuAllocatorStats();
