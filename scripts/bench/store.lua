@@ -4,14 +4,29 @@
 --
 --   vtrun scripts/bench/store.lua [quick=false] [log_mb=256] [hash_mb=256] [leaves=1000000] [dir=]
 --
+-- quick=true: log_mb=32 hash_mb=64 leaves=100000 where the command line does not set them.
+--
 -- The last line is one JSON object; `hash_ratio_to_sha256` (target >= 0.8) and
 -- `log_write_mb_per_s` (64 KiB records, zstd, the store's default) are the headline numbers.
 local ffi = require "ffi"
 
 local opts = vt.args({quick = false, log_mb = 256, hash_mb = 256, leaves = 1000000, dir = ""}, arg)
-if opts.quick then opts.log_mb, opts.hash_mb, opts.leaves = 32, 64, 100000 end
+-- quick=true shrinks the sizes the command line leaves at their defaults.
+local given = {}
+for _, a in ipairs(arg or {}) do
+  local key = tostring(a):match("^([%w_]+)=")
+  if key then given[key] = true end
+end
+if opts.quick then
+  for key, value in pairs{log_mb = 32, hash_mb = 64, leaves = 100000} do
+    if not given[key] then opts[key] = value end
+  end
+end
 for _, key in ipairs{"log_mb", "hash_mb", "leaves"} do
   if not (opts[key] > 0) then error("argument " .. key .. " must be > 0, got " .. opts[key], 0) end
+end
+if opts.leaves ~= math.floor(opts.leaves) then
+  error("argument leaves must be an integer, got " .. opts.leaves, 0)
 end
 if opts.dir == "" then opts.dir = nil end
 

@@ -31,6 +31,22 @@ if not (a.boundaries >= 0 and a.boundaries == math.floor(a.boundaries)) then
   error("bench/training: boundaries must be an integer >= 0, got " .. tostring(a.boundaries), 0)
 end
 local steps, profile = a.steps, a.profile
+if not (steps >= 1 and steps == math.floor(steps)) then
+  error("bench/training: steps must be an integer >= 1, got " .. tostring(a.steps), 0)
+end
+do  -- the profile is checked before anything is timed
+  local names, chosen = {}, nil
+  for _, p in ipairs(vt.profiles()) do
+    names[#names + 1] = p.name
+    if p.name == profile then chosen = p end
+  end
+  if chosen == nil then
+    error("bench/training: unknown profile '" .. profile .. "' (valid: " .. table.concat(names, ", ") .. ")", 0)
+  end
+  if not chosen.available then
+    error("bench/training: profile '" .. profile .. "' is not available here: " .. tostring(chosen.unavailable), 0)
+  end
+end
 -- A trainer or auditor writes each step into its store on a background thread while the next
 -- step computes. Paired with the baseline, that "next step" is LibTorch's: with no idle CPU
 -- (LibTorch's threads as many as the CPUs), the write slowed the baseline's step instead of
@@ -85,14 +101,24 @@ for w in a.windows:gmatch("[^,]+") do
   if w ~= "paper" and w ~= "calibrated" then
     error("bench/training: unknown window '" .. w .. "' (valid: paper, calibrated)", 0)
   end
+  for _, seen in ipairs(windows) do
+    if seen == w then error("bench/training: windows names '" .. w .. "' twice", 0) end
+  end
   windows[#windows + 1] = w
+end
+if #windows == 0 then
+  error("bench/training: windows must name at least one of paper, calibrated, got '" .. a.windows .. "'", 0)
 end
 local models = {}
 for name in a.models:gmatch("[^,]+") do
   local m = catalog[name]
   if m == nil then error("bench/training: unknown model '" .. name .. "' (valid: resnet18, gpt, gpt2, resnet50)", 0) end
-  m.data = m.data()
+  if m.loaded then error("bench/training: models names '" .. name .. "' twice", 0) end
+  m.data, m.loaded = m.data(), true
   models[#models + 1] = m
+end
+if #models == 0 then
+  error("bench/training: models must name at least one of resnet18, gpt, gpt2, resnet50, got '" .. a.models .. "'", 0)
 end
 
 local function median(t)
