@@ -327,16 +327,21 @@ TEST_CASE("replay: values on the grid use the nearest midpoint (half the step be
   const std::vector<double> xs = {1.0, 1.5, 0.0};
   const LogRecord directions = LogRecord::FromStates({1, 2, 1}, {});
   const LogRecord none = LogRecord::FromStates({0, 0, 0}, {});
-  // Paper mode: 2w = spacing/2 >= every such distance: a direction on the grid is legitimate
-  // (and changes nothing: lo = hi = x'); no NONE value is at risk (the test is strict).
-  auto paper = Replay(ToTensor(xs), directions, Options(32, 0.25, 0.0));
-  CHECK(paper.report.illegitimate == 0);
-  CHECK(paper.report.corrections == 0);
-  CHECK(paper.rounded.equal(ToTensor(xs)));
-  CHECK(Replay(ToTensor(xs), none, Options(32, 0.25, 0.0)).report.near_misses == 0);
-  // band 0.1: 2w = 0.2 spacing < half the step below: forged directions on grid values are
-  // illegitimate (an honest entry never meets an on-grid x').
-  CHECK(Replay(ToTensor(xs), directions, Options(32, 0.1, 0.0)).report.illegitimate == 3);
+  // Paper mode: 2w = spacing/2 >= every such distance: a direction on the grid is accepted
+  // (and changes nothing: lo = hi = x'), though no honest trainer writes one (the test below);
+  // no NONE value is at risk (the test is strict). band 0.1: 2w = 0.2 spacing < half the step
+  // below: forged directions on grid values are illegitimate.
+  IsaGuard guard;
+  for (auto isa : vt::precision::SupportedKernelIsas()) {
+    vt::precision::SetKernelIsa(isa);
+    INFO("variant " << vt::precision::KernelIsaName(isa));
+    auto paper = Replay(ToTensor(xs), directions, Options(32, 0.25, 0.0));
+    CHECK(paper.report.illegitimate == 0);
+    CHECK(paper.report.corrections == 0);
+    CHECK(paper.rounded.equal(ToTensor(xs)));
+    CHECK(Replay(ToTensor(xs), none, Options(32, 0.25, 0.0)).report.near_misses == 0);
+    CHECK(Replay(ToTensor(xs), directions, Options(32, 0.1, 0.0)).report.illegitimate == 3);
+  }
   // An absolute term of 2^-24 (scale 1.5): 0 and 1.0 have a midpoint nearer than w, 1.5
   // does not (2^-24 is not nearer than w = 2^-24 + 0).
   const auto wide = Replay(ToTensor(xs), none, Options(32, 0.0, P2(-24) / 1.5));
@@ -413,6 +418,52 @@ TEST_CASE("replay: values on the grid under a wide window are logged EXACT and r
   LogRecord above;
   Round(ToTensor({scale, 1.0 + P2(-27)}), wide, &above);
   CHECK(above.states()[1] == 3);
+}
+
+TEST_CASE("replay: an honest trainer near an auditor value on the grid is never flagged") {
+  // Trainer values x within the window of auditor values x' on the grid (zeros, powers of
+  // two, random grid values; every b; band-only windows up to the paper's). Near an on-grid
+  // x' an honest trainer logs nothing: x lies in a cell ending at x', whose midpoint is half
+  // that cell's step from x', beyond w + d. So a direction on the grid is never an honest
+  // entry, which the paper window still accepts (above).
+  const uint64_t seed = oracle::TestSeed("replay: honest near the grid");
+  oracle::ValueGenerator gen(seed);
+  IsaGuard guard;
+  for (int bits : {32, 26, 17, 10}) {
+    std::vector<double> grid;
+    for (double v : {0.0, 1.0, -1.0, 2.0, 0.5, P2(-100), -P2(100), 1.5, -3.0}) grid.push_back(v);
+    while (grid.size() < 4000) {
+      const double any = gen.Any(bits);
+      if (!(std::fabs(any) < 0.5 * vt::precision::LargestGridValue(bits))) continue;
+      const double v = vt::precision::RoundValue(any, bits);
+      if (std::fabs(v) > P2(-120)) grid.push_back(v);
+    }
+    for (double band : {1.0 / 16, 0.1, 0.25}) {
+      std::vector<double> auditor, trainer;
+      for (double xp : grid) {
+        const oracle::Grid g = oracle::GridOf(xp, bits);
+        // Below every cell next to x' the trainer's window is at least band * the smaller
+        // step: stay strictly inside it (the run's correctness condition d < w(x)).
+        const double w = band * std::min(g.step, g.step_below);
+        for (double f : {-0.99, -0.5, 0.25, 0.99, 2 * gen.Unit() - 1}) {
+          auditor.push_back(xp);
+          trainer.push_back(xp + 0.99 * f * w);
+        }
+      }
+      const RoundOptions o = Options(bits, band, 0.0);
+      LogRecord record;
+      const at::Tensor trained = Round(ToTensor(trainer), o, &record).rounded;
+      CHECK(record.counts().logged() == 0);
+      for (auto isa : vt::precision::SupportedKernelIsas()) {
+        vt::precision::SetKernelIsa(isa);
+        INFO("b=" << bits << " band=" << band << " variant " << vt::precision::KernelIsaName(isa));
+        const auto r = Replay(ToTensor(auditor), record, o);
+        CHECK(r.report.illegitimate == 0);
+        CHECK(r.report.corrections == 0);
+        CHECK(r.rounded.equal(trained));
+      }
+    }
+  }
 }
 
 TEST_CASE("replay: random states on random values agree with the oracle") {
