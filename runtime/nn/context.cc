@@ -623,7 +623,7 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
     } else if (as_exact) {
       states[i] = static_cast<uint8_t>(LogState::kExact);
       exact.push_back({i, precision::FloatBits(static_cast<float>(v))});
-    } else {
+    } else if (!tamper_.silent) {
       states[i] = static_cast<uint8_t>(v > out[i] ? LogState::kUp : LogState::kDown);
     }
     out[i] = v;

@@ -136,6 +136,9 @@ struct Tamper {
   enum class Kind { kNone, kSteer, kForgeExact, kFlipWithin, kToward };
   Kind kind = Kind::kNone;
   int64_t count = 0;  // at most this many values per boundary call; 0: no limit
+  // kSteer only: the record keeps NONE where the value was rounded the other way (a cheat
+  // no entry betrays: only a replay's result, and so the judge's leaf, shows it).
+  bool silent = false;
   std::map<std::string, at::Tensor> directions;  // kToward: boundary -> wanted direction (float64)
 };
 

@@ -184,16 +184,18 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
       (DoubleBits(c.g) ^ (static_cast<uint64_t>(move_down) << 63)) & (0 - move);
   const double result = c.r + BitsDouble(delta_bits);
   *corrections += static_cast<int64_t>(move);
-  // On the grid the nearest midpoint is half a spacing below: an honest DOWN/UP entry never
-  // meets an on-grid x' (it stays inside its cell), and a NONE value there is at risk when
-  // that midpoint is nearer than the window.
+  // A DOWN/UP entry on an x' on the grid is never honest (ROUNDING.md, "Legitimate
+  // entries"): the trainer's x would lie in a cell that ends at x', so its midpoint is g(x)/2
+  // from x', and with |x - mid| <= w(x) <= g(x)/4 (a direction, not EXACT) and d < w(x) it
+  // would be nearer. A NONE value there is at risk when the nearest midpoint (half a spacing
+  // below) is nearer than the window.
   const double on_grid_mid = OnGridMidDistance(a, k, c.g);
   const double w2 = 2.0 * w;
   // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
   // for the two parties' scales), or under a zero window (which logs nothing), is no entry
   // an honest trainer writes either. (w > g/2 needs WideAt.)
-  const bool far = (off & !InWindow(a, c.mid, c.g, w2)) | (!off & (on_grid_mid > w2)) |
-                   (kWide && (w > 0.5 * c.g)) | (w == 0.0);
+  const bool far =
+      (off & !InWindow(a, c.mid, c.g, w2)) | !off | (kWide && (w > 0.5 * c.g)) | (w == 0.0);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
   *illegitimate += static_cast<int64_t>(is_dir & far);
   *near_misses += static_cast<int64_t>((st == 0) & near);

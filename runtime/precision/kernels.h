@@ -68,8 +68,9 @@ struct RoundTally {
 // What a ReplaySpan call saw (ROUNDING.md "Log entries and replay").
 struct ReplayTally {
   int64_t corrections = 0;     // DOWN/UP entries whose result differs from rnd_b(x').
-  int64_t illegitimate = 0;    // DOWN/UP entries with |x' - mid(x')| > 2 w'(x'), or on a
-                               // window wider than g/2 (where only EXACT is honest).
+  int64_t illegitimate = 0;    // DOWN/UP entries on the grid, or with |x' - mid(x')| >
+                               // 2 w'(x'), or on a window wider than g/2 (where only EXACT
+                               // is honest).
   int64_t near_misses = 0;     // NONE entries with |x' - mid(x')| <= w'(x') off the grid, or
                                // < w'(x') on it (mid: the nearest, half the step below x').
   int64_t steerable = 0;       // Values the trainer could have rounded either way and

@@ -570,9 +570,8 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     if (on_grid != 0) {
       const __m512d w =
           kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), lanes.g) : w_abs;
-      const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
       const __m512d on_grid_mid = OnGridMid8(lanes, k_minus_23);
-      far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
+      far |= on_grid;  // a DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne)
       near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
     }
   }
@@ -631,7 +630,7 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const doub
   const __mmask8 on_grid = static_cast<__mmask8>(l.on_grid & valid);
   if (on_grid != 0) {
     const __m512d on_grid_mid = OnGridMid8(l, k_minus_23);
-    far |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w2, _CMP_GT_OQ);
+    far |= on_grid;  // a DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne)
     near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
   }
   const __mmask8 shut = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);  // zero window

@@ -16,6 +16,7 @@ const std::vector<std::pair<Deviation::Kind, std::string>>& Kinds() {
       {Deviation::Kind::kLr, "lr"},
       {Deviation::Kind::kWeightDecay, "weight_decay"},
       {Deviation::Kind::kSteer, "steer"},
+      {Deviation::Kind::kSilentFlip, "silent_flip"},
       {Deviation::Kind::kForgeExact, "forge_exact"},
       {Deviation::Kind::kFlipWithin, "flip_within"},
       {Deviation::Kind::kReplaceExample, "replace_example"},
@@ -70,8 +71,8 @@ void Deviation::Validate(const data::Dataset& data) const {
                   std::to_string(data.classes()) + "), got " + std::to_string(target));
     }
   }
-  const bool counts =
-      kind == Kind::kSteer || kind == Kind::kForgeExact || kind == Kind::kFlipWithin;
+  const bool counts = kind == Kind::kSteer || kind == Kind::kSilentFlip ||
+                      kind == Kind::kForgeExact || kind == Kind::kFlipWithin;
   if (counts && amount != 0.0 && amount != static_cast<double>(static_cast<int64_t>(amount))) {
     throw Error(KindName(kind) + " amount (values per boundary call) must be an integer, got " +
                 std::to_string(amount));
@@ -134,6 +135,11 @@ nn::Tamper Deviation::TamperAt(int64_t step) const {
     case Kind::kSteer:
       t.kind = nn::Tamper::Kind::kSteer;
       t.count = static_cast<int64_t>(AmountOr(4.0));
+      break;
+    case Kind::kSilentFlip:  // kSteer's values, left NONE in the record
+      t.kind = nn::Tamper::Kind::kSteer;
+      t.count = static_cast<int64_t>(AmountOr(1.0));
+      t.silent = true;
       break;
     case Kind::kForgeExact:
       t.kind = nn::Tamper::Kind::kForgeExact;

@@ -30,6 +30,8 @@ struct Deviation {
     kSteer,        // `amount` (default 4) values per update boundary call, far from any midpoint,
                    // are rounded the other way and logged as if they were in the window
                    // (exact boundaries included; nn::Tamper)
+    kSilentFlip,   // as kSteer, `amount` (default 1) values per call, but their entries stay
+                   // NONE: nothing in the log betrays them, only the replay's result does
     kForgeExact,   // `amount` (default 1) values per boundary call of every kind, far from any
                    // midpoint, are rounded the other way and logged EXACT with that value
     kFlipWithin,   // at every boundary, every value that can be rounded the other way with a
@@ -55,8 +57,9 @@ struct Deviation {
   }
   double AmountOr(double fallback) const { return amount != 0.0 ? amount : fallback; }
 
-  // "none", "labels", "trigger", "lazy", "lr", "weight_decay", "steer", "forge_exact",
-  // "flip_within", "replace_example", "steer_toward"; Parse throws vt::Error listing them.
+  // "none", "labels", "trigger", "lazy", "lr", "weight_decay", "steer", "silent_flip",
+  // "forge_exact", "flip_within", "replace_example", "steer_toward"; Parse throws vt::Error
+  // listing them.
   static Kind ParseKind(const std::string& name);
   static std::string KindName(Kind kind);
   static std::vector<std::string> KindNames();
@@ -69,8 +72,8 @@ struct Deviation {
   // (from `data` under `seed`) in place.
   void ApplyToBatch(int64_t step, uint64_t seed, const data::Dataset& data,
                     data::Batch* batch) const;
-  // The roundings of `step` (steer, forge_exact, flip_within, steer_toward): kNone for the
-  // other kinds. steer_toward's directions are the caller's to fill (BackdoorDirections).
+  // The roundings of `step` (steer, silent_flip, forge_exact, flip_within, steer_toward): kNone
+  // for the other kinds. steer_toward's directions are the caller's to fill (BackdoorDirections).
   nn::Tamper TamperAt(int64_t step) const;
   // Whether the trainer needs the backdoor gradient at `step` (kSteerToward).
   bool SteersToward(int64_t step) const { return kind == Kind::kSteerToward && Active(step); }

@@ -17,7 +17,8 @@ M.setups = {
 }
 
 -- Each scenario: how the trainer deviates from the spec (vt.trainer's `deviate`; "s" in
--- from_step/to_step is the cheating step), protocol behaviours of the trainer and auditor
+-- from_step/to_step is the cheating step, "interval_end" the last step of the checkpoint
+-- interval holding it), protocol behaviours of the trainer and auditor
 -- parties, deadlines, and what the game must decide: `expect` is an outcome, or a table of
 -- outcomes by window with a `default`. Checks beyond the outcome:
 --   localised     the disputed interval must contain the cheating step (when not accepted)
@@ -77,9 +78,10 @@ M.list = {
   {name = "inconsistent_bisection", what = "poisoning trainer answers bisection queries with the honest run's leaves and proofs",
    deviate = {kind = "labels"}, trainer = {leaves_from = "honest"}, expect = "trainer_at_fault",
    reason = "answer in bisection did not verify"},
-  {name = "judge_decides", what = "learning rate x1.001 at step s only: under the paper's window only the judge's replay decides",
-   deviate = {kind = "lr", amount = 1.001, from_step = "s", to_step = "s"}, expect = "trainer_at_fault", localised = true,
-   decided_by_judge = {paper = true}},
+  {name = "judge_decides", what = "at the last step of the interval holding s only, one value per update call far from any midpoint rounded the other way under a NONE entry: only the judge's replay decides",
+   deviate = {kind = "silent_flip", amount = 1, from_step = "interval_end", to_step = "interval_end"},
+   expect = "trainer_at_fault",
+   localised = true, decided_by_judge = {paper = true, tight = true, calibrated = true}},
 }
 
 -- The outcome `scenario` must have under `window`.

@@ -189,12 +189,18 @@ function M.context(options)
           dir = options.dir or fresh_dir(), trained = {}, games = 0}
 end
 
--- The scenario's deviation with its placeholders bound to the cheating step `s`.
-local function bind_deviation(deviate, s)
+-- The scenario's deviation with its placeholders bound to the cheating step `s` ("s") or
+-- to the last step of the interval of `k` steps that holds it ("interval_end").
+local function bind_deviation(deviate, s, k)
   if deviate == nil then return nil end
   local d = copy(deviate)
-  d.from_step = (d.from_step == nil or d.from_step == "s") and s or d.from_step
-  if d.to_step == "s" then d.to_step = s end
+  local function bound(v)
+    if v == "s" then return s end
+    if v == "interval_end" then return k * math.ceil(s / k) end
+    return v
+  end
+  d.from_step = d.from_step == nil and s or bound(d.from_step)
+  d.to_step = bound(d.to_step)
   return d
 end
 
@@ -209,7 +215,7 @@ function M.run(name, ctx_or_options)
   local window = scenario.window or ctx.window
   local expected = M.expected(scenario, window)
   local s = scenario.at == "random" and ctx.random_step or ctx.from_step
-  local trained = train(ctx, bind_deviation(scenario.deviate, s), window)
+  local trained = train(ctx, bind_deviation(scenario.deviate, s, ctx.k), window)
   local function honest_run()
     local h = train(ctx, nil, window)
     return h.store:run("run")

@@ -35,13 +35,17 @@ for _, scenario in ipairs(scenarios.list) do
   end)
 end
 
-s:test("paper window: poisoning is decided by the judge's leaf, steering is not visible", function()
+s:test("paper window: poisoning is decided by the judge's leaf", function()
   local paper = scenarios.context{setup = "tiny", window = "paper", dir = tmp .. "/paper"}
   local r = scenarios.run("poison_labels", paper)
   T.assert_eq(r.verdict.outcome, "trainer_at_fault")
   T.assert_eq(r.verdict.judge_leaf, r.verdict.auditor_leaf)
   T.assert_ne(r.verdict.judge_leaf, r.verdict.trainer_leaf)
-  T.assert_eq(r.verdict.evidence.illegitimate, 0)  -- |x' - mid| <= spacing/2 = 2w: nothing is illegitimate
+  -- Off the grid |x' - mid| <= spacing/2 = 2w: no direction is illegitimate there. The
+  -- poisoned trainer's directions where the honest values are on the grid are: no honest
+  -- trainer writes one there (docs/ROUNDING.md, "Legitimate entries"; before 2026-11-29 they
+  -- were accepted and this count was 0).
+  T.assert_true(r.verdict.evidence.illegitimate > 0, tostring(r.verdict.evidence.illegitimate))
   local lazy = scenarios.run("lazy", paper)
   T.assert_eq(lazy.verdict.outcome, "trainer_at_fault")
   T.assert_true(lazy.verdict.evidence.log_mismatches > 0)
@@ -248,7 +252,7 @@ e:test("deviations are checked", function()
     return vt.trainer{spec = spec, data = ctx.data, store = vt.store.open(tmp .. "/dev-" .. n), deviate = deviate}
   end
   T.assert_error(function() trainer{kind = "sloth"} end,
-                 "unknown deviation 'sloth' (valid: none, labels, trigger, lazy, lr, weight_decay, steer, forge_exact, " ..
+                 "unknown deviation 'sloth' (valid: none, labels, trigger, lazy, lr, weight_decay, steer, silent_flip, forge_exact, " ..
                  "flip_within, replace_example, steer_toward)", true)
   T.assert_error(function() trainer{kind = "lr", from_step = 0} end, "from_step must be >= 1, got 0")
   T.assert_error(function() trainer{kind = "lr", from_step = 2, to_step = 1} end, "to_step must be >= from_step (2) or 0, got 1",

@@ -229,8 +229,10 @@ inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, dou
     case 2:
       o.result = state == 1 ? g.lo : g.hi;
       if (std::fabs(o.result) >= std::ldexp(1.0, 128)) o.out_of_range = true;
-      o.illegitimate = (g.on_grid ? g.step_below / 2 > 2 * w : !AbsDiffAtMost(x, mid, 2 * w)) ||
-                       w > g.step / 2 || w == 0;
+      // On the grid a direction is never honest: the trainer's x lies in a cell ending at
+      // x', whose midpoint is half that cell's step from x', and a direction needs x within
+      // w <= step/4 of it while |x - x'| < w.
+      o.illegitimate = g.on_grid || !AbsDiffAtMost(x, mid, 2 * w) || w > g.step / 2 || w == 0;
       break;
     default:
       o.result = stored;

@@ -327,20 +327,21 @@ TEST_CASE("replay: values on the grid use the nearest midpoint (half the step be
   const std::vector<double> xs = {1.0, 1.5, 0.0};
   const LogRecord directions = LogRecord::FromStates({1, 2, 1}, {});
   const LogRecord none = LogRecord::FromStates({0, 0, 0}, {});
-  // Paper mode: 2w = spacing/2 >= every such distance: a direction on the grid is accepted
-  // (and changes nothing: lo = hi = x'), though no honest trainer writes one (the test below);
-  // no NONE value is at risk (the test is strict). band 0.1: 2w = 0.2 spacing < half the step
-  // below: forged directions on grid values are illegitimate.
+  // A direction on the grid changes nothing (lo = hi = x') and no honest trainer writes one
+  // (the test below): illegitimate under every window, also the paper's, where 2w = spacing/2
+  // reaches the nearest midpoint of each of these values (before 2026-11-29 it was accepted).
+  // No NONE value is at risk there (the test is strict).
   IsaGuard guard;
   for (auto isa : vt::precision::SupportedKernelIsas()) {
     vt::precision::SetKernelIsa(isa);
     INFO("variant " << vt::precision::KernelIsaName(isa));
     auto paper = Replay(ToTensor(xs), directions, Options(32, 0.25, 0.0));
-    CHECK(paper.report.illegitimate == 0);
+    CHECK(paper.report.illegitimate == 3);
     CHECK(paper.report.corrections == 0);
     CHECK(paper.rounded.equal(ToTensor(xs)));
     CHECK(Replay(ToTensor(xs), none, Options(32, 0.25, 0.0)).report.near_misses == 0);
     CHECK(Replay(ToTensor(xs), directions, Options(32, 0.1, 0.0)).report.illegitimate == 3);
+    CHECK(Replay(ToTensor(xs), directions, Options(32, 0.0, P2(-26))).report.illegitimate == 3);
   }
   // An absolute term of 2^-24 (scale 1.5): 0 and 1.0 have a midpoint nearer than w, 1.5
   // does not (2^-24 is not nearer than w = 2^-24 + 0).
@@ -425,7 +426,7 @@ TEST_CASE("replay: an honest trainer near an auditor value on the grid is never 
   // two, random grid values; every b; band-only windows up to the paper's). Near an on-grid
   // x' an honest trainer logs nothing: x lies in a cell ending at x', whose midpoint is half
   // that cell's step from x', beyond w + d. So a direction on the grid is never an honest
-  // entry, which the paper window still accepts (above).
+  // entry (the rule above).
   const uint64_t seed = oracle::TestSeed("replay: honest near the grid");
   oracle::ValueGenerator gen(seed);
   IsaGuard guard;
