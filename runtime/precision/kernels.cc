@@ -194,8 +194,7 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
   // for the two parties' scales), or under a zero window (which logs nothing), is no entry
   // an honest trainer writes either. (w > g/2 needs WideAt.)
-  const bool far =
-      (off & !InWindow(a, c.mid, c.g, w2)) | !off | (kWide && (w > 0.5 * c.g)) | (w == 0.0);
+  const bool far = !off | !InWindow(a, c.mid, c.g, w2) | (kWide && (w > 0.5 * c.g)) | (w == 0.0);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
   *illegitimate += static_cast<int64_t>(is_dir & far);
   *near_misses += static_cast<int64_t>((st == 0) & near);

@@ -531,7 +531,7 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     near = _mm512_mask_cmp_pd_mask(off, d, w_abs, _CMP_LE_OQ);
     steer = static_cast<__mmask8>(in2 & ~shut);
     if (const __mmask8 zero = static_cast<__mmask8>(l.zero & valid); zero != 0) {
-      far |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_half, _CMP_GT_OQ);
+      // (A direction on a zero is illegitimate below, as on any grid value.)
       steer |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ);
       // A zero's nearest midpoint is g0/2 (OnGridMid8): a near miss as the branch for values
       // on the grid below finds it, which zeros without an entry skip.
@@ -551,13 +551,12 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
     const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
     const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
-    // Values on the grid need their distance to the nearest midpoint only for their entries
-    // (zeros, often half of attention's values, above all skip it). It is at least g/4 (g/4
-    // at a power of two, g/2 elsewhere, g0/2 at zero), so it never makes a near miss where
-    // the window is at most g/4: the relative window (band <= 1/4 on this path) and the
-    // absolute one off zero (w <= g/16, AbsoluteBits8); a zero's, under the absolute window,
-    // is above.
-    const __mmask8 on_grid = static_cast<__mmask8>(~l.off & valid & is_dir);
+    // A DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne). A NONE value there
+    // is never a near miss on this path: its nearest midpoint is at least g/4 away (g/4 at a
+    // power of two, g/2 elsewhere, g0/2 at zero) and the window at most g/4 (the relative one,
+    // band <= 1/4 here, and the absolute one off zero, w <= g/16, AbsoluteBits8); a zero's,
+    // under the absolute window, is above.
+    far |= static_cast<__mmask8>(~l.off & valid & is_dir);
     const __m512i k_minus_23 = _mm512_set1_epi64(static_cast<long long>(p.k - 23));
     Lanes lanes;
     lanes.a = _mm512_castsi512_pd(l.u);
@@ -567,13 +566,6 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     moved = _mm512_mask_sub_pd(moved, move_down, r, lanes.g);
     result = _mm512_castpd_si512(moved);
     c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
-    if (on_grid != 0) {
-      const __m512d w =
-          kShape == Shape::kRelative ? _mm512_mul_pd(_mm512_set1_pd(p.band), lanes.g) : w_abs;
-      const __m512d on_grid_mid = OnGridMid8(lanes, k_minus_23);
-      far |= on_grid;  // a DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne)
-      near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
-    }
   }
   lanes->steerable = CountLanes(lanes->steerable, steer);
   lanes->illegitimate = CountLanes(
@@ -628,10 +620,9 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const doub
   __mmask8 near = static_cast<__mmask8>(off & in1);
   // On the grid (zeros, exact values): the distance to the nearest midpoint, below.
   const __mmask8 on_grid = static_cast<__mmask8>(l.on_grid & valid);
+  far |= on_grid;  // a DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne)
   if (on_grid != 0) {
-    const __m512d on_grid_mid = OnGridMid8(l, k_minus_23);
-    far |= on_grid;  // a DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne)
-    near |= on_grid & _mm512_cmp_pd_mask(on_grid_mid, w, _CMP_LT_OQ);
+    near |= on_grid & _mm512_cmp_pd_mask(OnGridMid8(l, k_minus_23), w, _CMP_LT_OQ);
   }
   const __mmask8 shut = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);  // zero window
   far |= shut;

@@ -197,8 +197,7 @@ __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* sta
     const double w2 = __dmul_rn(2.0, w);
     // A window wider than g/2 admits only EXACT from an honest trainer (kernels.cc ReplayOne).
     // A DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne).
-    const bool far =
-        (off ? !InWindow(a, c.mid, c.g, w2) : true) | (w > __dmul_rn(0.5, c.g)) | (w == 0.0);
+    const bool far = !off || !InWindow(a, c.mid, c.g, w2) || w > __dmul_rn(0.5, c.g) || w == 0.0;
     const bool near = off ? InWindow(a, c.mid, c.g, w) : on_grid_mid < w;
     illegitimate += is_dir && far;
     near_misses += st == 0 && near;
