@@ -223,6 +223,13 @@ struct BitsWindow {
   // (2^(E-52)) and of g/16 (2^(E-52+D-4)); g0/4 and g0/2 for zeros.
   __m512i ulp_below, g16_below;
   __m512d zero_quarter, zero_half;
+  // The mask paths (RoundRelative8, ReplayRelativeAgreed8): for an off-grid lane, |a - mid| is
+  // half - |u - r| units, so `d <= w` is `|u - r| >= half - w`, and on-grid lanes (u = r) fail
+  // it while the threshold is >= 1: t1 = half - w1 (>= half / 2 for band <= 1/4) and
+  // t2 = max(half - w2, 1). `rounds_below` bounds u - 2^-126's bits for the lanes those paths
+  // take: rnd_b(|x|) stays below 2^128 (the midpoint under 2^128 rounds up to it, ties to
+  // even), so they need no range check.
+  __m512i t1, t2, rounds_below;
 };
 
 template <Shape kShape>
@@ -243,6 +250,13 @@ VT_AVX512 inline BitsWindow MakeBitsWindow(const KernelParams& p) {
   b.g16_below = _mm512_set1_epi64(static_cast<long long>(uint64_t(56 - d) << 52));
   b.zero_quarter = _mm512_set1_pd(std::ldexp(1.0, static_cast<int>(p.k) - 151));
   b.zero_half = _mm512_set1_pd(std::ldexp(1.0, static_cast<int>(p.k) - 150));
+  const uint64_t half = uint64_t{1} << (d - 1);
+  const uint64_t w1 = static_cast<uint64_t>(std::ldexp(p.band, d));
+  const uint64_t w2 = static_cast<uint64_t>(std::ldexp(2.0 * p.band, d));
+  b.t1 = _mm512_set1_epi64(static_cast<long long>(w1 < half ? half - w1 : 1));
+  b.t2 = _mm512_set1_epi64(static_cast<long long>(w2 < half ? half - w2 : 1));
+  b.rounds_below = _mm512_set1_epi64(
+      static_cast<long long>(DoubleBits(kFp32Overflow) - half - (kMinNormalExponent << 52)));
   return b;
 }
 
@@ -333,6 +347,52 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
   *lane_steerable = CountLanes(*lane_steerable, steer);
   _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
   *states = _mm512_cvtepi64_epi8(DirectionStates8(l, logged));
+  return true;
+}
+
+// The shared part of RoundRelative8 and ReplayRelativeAgreed8: false unless every valid lane
+// of x is zero or on the normal grid with rnd_b(|x|) < 2^128; else x's bits, r = rnd_b(|x|)'s,
+// dr = |x| - r and |dr| (as bits: units of x's last place).
+VT_AVX512 inline bool RelativeLanes8(const BitsWindow& b, const double* x, __mmask8 valid,
+                                     __m512i* ux, __m512i* r, __m512i* dr, __m512i* adr) {
+  *ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
+  const __m512i u = _mm512_andnot_si512(_mm512_set1_epi64(static_cast<long long>(kSignBit)), *ux);
+  const __mmask8 normal = _mm512_cmplt_epu64_mask(
+      _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent << 52))),
+      b.rounds_below);
+  const __mmask8 zero = _mm512_testn_epi64_mask(u, u);
+  if (!_kortestc_mask8_u8(normal, zero)) return false;
+  const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
+  *r = _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
+  *dr = _mm512_sub_epi64(u, *r);
+  *adr = _mm512_abs_epi64(*dr);
+  return true;
+}
+
+// The state bytes rounding writes for the lanes of `logged` (0 elsewhere): DOWN (1) or UP (2)
+// by the signed direction, the top bit of (u - r) ^ x: (r > u) ^ sign; 1 - (-1 or 0).
+VT_AVX512 inline __m128i StateBytes8(__m512i dr, __m512i ux, __mmask8 logged) {
+  const __m512i up = _mm512_srai_epi64(_mm512_xor_si512(dr, ux), 63);
+  return _mm512_cvtepi64_epi8(_mm512_maskz_sub_epi64(logged, _mm512_set1_epi64(1), up));
+}
+
+// Stores r | (x & sign) (ternary logic A | (B & C): 0xF8) into the valid lanes of out.
+VT_AVX512 inline void StoreSigned8(__m512i r, __m512i ux, double* out, __mmask8 valid) {
+  const __m512i sign_bit = _mm512_set1_epi64(static_cast<long long>(kSignBit));
+  _mm512_mask_storeu_epi64(out, valid, _mm512_ternarylogic_epi64(r, ux, sign_bit, 0xF8));
+}
+
+// The relative window's rounding (the paper's) of 8 lanes: false, writing nothing, unless
+// RelativeLanes8 takes them (then no range check is needed); else the state bytes, and the
+// steerable lanes in `steer`. RoundLogBits8's results bit for bit with about two thirds of its
+// vector instructions: |a - mid| and the direction are read off u - r (BitsWindow t1, t2).
+VT_AVX512 inline bool RoundRelative8(const BitsWindow& b, const double* x, double* out,
+                                     __mmask8 valid, __m128i* states, __mmask8* steer) {
+  __m512i ux, r, dr, adr;
+  if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
+  *steer = _mm512_mask_cmpge_epu64_mask(valid, adr, b.t2);
+  *states = StateBytes8(dr, ux, _mm512_mask_cmpge_epu64_mask(valid, adr, b.t1));
+  StoreSigned8(r, ux, out, valid);
   return true;
 }
 
@@ -436,6 +496,36 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     }
     return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
   };
+  if (kShape == Shape::kRelative && bits.usable) {
+    // The paper's window: RoundRelative8 (a group it does not take goes through RoundLog8,
+    // which counts its own steerable lanes); the states counted as below.
+    auto relative8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
+      __mmask8 steer;
+      __m128i s;
+      if (__builtin_expect(RoundRelative8(bits, x + j, out + j, valid, &s, &steer), 1)) {
+        lane_steerable = CountLanes(lane_steerable, steer);
+        return s;
+      }
+      return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
+    };
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+      for (int64_t g = j; g < j + 64; g += 8) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(states + g), relative8(g, 0xff));
+      }
+      if (j > 0) CountStates64(states + j - 64, 64, &t);
+    }
+    if (j > 0) CountStates64(states + j - 64, 64, &t);
+    if (j < n) {
+      for (int64_t g = j; g < n; g += 8) {
+        const __mmask8 valid = TailMask(n - g);
+        _mm_mask_storeu_epi8(states + g, valid, relative8(g, valid));
+      }
+      CountStates64(states + j, n - j, &t);
+    }
+    AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
+    return;
+  }
   // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
   // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
   int64_t i = 0;
@@ -478,29 +568,31 @@ VT_AVX512 inline void AddLaneCounts(const ReplayLaneCounts& lanes, ReplayCounts*
 
 // The relative window's replay (kRelative on BitsWindow's integer path) of 8 lanes whose
 // entries all agree with x': every DOWN/UP entry is the one rounding x' itself writes
-// (DirectionStates8) and none sits on the grid, so nothing moves and the output is rnd_b(x').
-// That is an honest log's common case; it skips ReplayBits8's mask logic (10% of the replay
-// in cache). False, writing and counting nothing, for any other group: a lane neither zero
-// nor normal, an entry that moves a value, one on the grid; ReplayBits8 then takes it.
+// (StateBytes8) and none sits on the grid, so nothing moves and the output is rnd_b(x').
+// That is an honest log's common case; it skips ReplayBits8's mask logic. False, writing and
+// counting nothing, for any other group: a lane RelativeLanes8 does not take, an entry that
+// moves a value, one on the grid; ReplayBits8 then takes it. Needs no range check either.
 VT_AVX512 inline bool ReplayRelativeAgreed8(const BitsWindow& b, const double* x,
                                             const uint8_t* states, double* out, __mmask8 valid,
-                                            ReplayLaneCounts* c, __m512i* max_r) {
-  BitLanes l;
-  if (!BitLanesOf8(b, x, valid, &l)) return false;
-  const __m512i st = _mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(valid, states));
-  const __m512i st_minus_1 = _mm512_sub_epi64(st, _mm512_set1_epi64(1));
-  const __m512i two = _mm512_set1_epi64(2);
-  const __mmask8 is_dir = _mm512_cmplt_epu64_mask(st_minus_1, two);
-  if (_mm512_mask_cmpneq_epi64_mask(is_dir, st, DirectionStates8(l, l.off)) != 0) return false;
-  const __mmask8 far = _mm512_mask_cmpgt_epi64_mask(l.off, l.dist, b.w2);
-  const __mmask8 near = _mm512_mask_cmple_epi64_mask(l.off, l.dist, b.w1);
-  // steerable: off and not far (far lies inside off): far lanes keep their old count.
-  c->steerable = _mm512_mask_mov_epi64(CountLanes(c->steerable, l.off), far, c->steerable);
-  c->illegitimate = CountLanes(c->illegitimate, _mm512_mask_cmplt_epu64_mask(far, st_minus_1, two));
-  c->near_misses =
-      CountLanes(c->near_misses, _mm512_mask_cmpeq_epi64_mask(near, st, _mm512_setzero_si512()));
-  *max_r = _mm512_max_epu64(*max_r, l.r);
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+                                            ReplayLaneCounts* c) {
+  __m512i ux, r, dr, adr;
+  if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
+  // The states as bytes: the entries, and those rounding x' writes (RoundRelative8).
+  const __m128i st = _mm_maskz_loadu_epi8(valid, states);
+  const __mmask8 off = _mm512_test_epi64_mask(dr, dr);
+  const __m128i expected = StateBytes8(dr, ux, off);
+  const __mmask16 is_dir =
+      _mm_cmplt_epu8_mask(_mm_sub_epi8(st, _mm_set1_epi8(1)), _mm_set1_epi8(2));
+  if (_mm_mask_cmpneq_epi8_mask(is_dir, st, expected) != 0) return false;
+  // near (|a - mid| <= w1) and steerable (<= w2) imply off (BitsWindow t1, t2); far is
+  // off and not steerable, so a DOWN/UP entry (all off here) is illegitimate unless steerable.
+  const __mmask8 near = _mm512_cmpge_epu64_mask(adr, b.t1);
+  const __mmask8 steer = _mm512_cmpge_epu64_mask(adr, b.t2);
+  const __mmask8 none = static_cast<__mmask8>(_mm_testn_epi8_mask(st, st));
+  c->steerable = CountLanes(c->steerable, steer);
+  c->illegitimate = CountLanes(c->illegitimate, static_cast<__mmask8>(is_dir & ~steer));
+  c->near_misses = CountLanes(c->near_misses, static_cast<__mmask8>(near & none));
+  StoreSigned8(r, ux, out, valid);
   return true;
 }
 
@@ -674,7 +766,7 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
   ReplayLaneCounts lanes;
   auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
     if (kShape == Shape::kRelative && bits.usable &&
-        ReplayRelativeAgreed8(bits, x + i, states + i, out + i, valid, &lanes, &max_r)) {
+        ReplayRelativeAgreed8(bits, x + i, states + i, out + i, valid, &lanes)) {
       return;
     }
     if (kShape != Shape::kGeneral && bits.usable &&

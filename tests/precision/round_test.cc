@@ -826,3 +826,48 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
     }
   }
 }
+
+TEST_CASE(
+    "round and replay: the top of the FP32 range on every kernel variant and group position") {
+  // The paper window's fast paths take a lane only when rnd_b(|x|) stays below 2^128, and
+  // skip the range check there: the value half a spacing below the midpoint under 2^128 must
+  // round to the largest grid value, the midpoint itself (a tie to the even 2^128) must be an
+  // overflow error, in any lane of a full group of 8 and in a tail, rounding and replaying.
+  for (int bits : {32, 26, 10}) {
+    for (double band : {0.25, 0.1}) {
+      const double top = vt::precision::LargestGridValue(bits);
+      const double half = std::ldexp(1.0, 135 - bits);  // half the spacing at the top
+      const double below = top + half - P2(75);         // one FP64 ulp below the tie
+      const double tie = top + half;
+      const RoundOptions o = Options(bits, band);
+      for (size_t n : {size_t{5}, size_t{8}, size_t{16}, size_t{64}, size_t{70}}) {
+        for (size_t at = 0; at < n; at += 3) {
+          std::vector<double> xs(n, 1.0 + P2(-20));
+          xs[at] = at % 2 == 0 ? below : -below;
+          ForEachIsa([&] {
+            INFO("b = " << bits << ", band " << band << ", " << n << " values, at " << at);
+            LogRecord record;
+            const auto r = Round(ToTensor(xs), o, &record);
+            CHECK(std::fabs(ToVector(r.rounded)[at]) == top);
+            const auto replayed = vt::precision::Replay(ToTensor(xs), record, o);
+            CHECK(replayed.rounded.equal(r.rounded));
+            std::vector<double> over = xs;
+            over[at] = at % 2 == 0 ? tie : -tie;
+            LogRecord unused;
+            CHECK_THROWS_WITH(
+                Round(ToTensor(over), o, &unused),
+                Catch::Contains("overflow") && Catch::Contains("index " + std::to_string(at)));
+            // The entry rounding the tie would write (UP for +, DOWN for -: away from zero),
+            // so that the replay's group agrees with its log.
+            std::vector<uint8_t> states(record.states(), record.states() + n);
+            states[at] = at % 2 == 0 ? 2 : 1;
+            const LogRecord agreeing = LogRecord::FromStates(states, {});
+            CHECK_THROWS_WITH(
+                vt::precision::Replay(ToTensor(over), agreeing, o),
+                Catch::Contains("overflow") && Catch::Contains("index " + std::to_string(at)));
+          });
+        }
+      }
+    }
+  }
+}
