@@ -354,7 +354,8 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
 // of x is zero or on the normal grid with rnd_b(|x|) < 2^128; else x's bits, r = rnd_b(|x|)'s,
 // dr = |x| - r and |dr| (as bits: units of x's last place).
 VT_AVX512 inline bool RelativeLanes8(const BitsWindow& b, const double* x, __mmask8 valid,
-                                     __m512i* ux, __m512i* r, __m512i* dr, __m512i* adr) {
+                                     __m512i* ux, __m512i* r, __m512i* dr, __m512i* adr,
+                                     __m512i* u_out = nullptr, __mmask8* zero_out = nullptr) {
   *ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
   const __m512i u = _mm512_andnot_si512(_mm512_set1_epi64(static_cast<long long>(kSignBit)), *ux);
   const __mmask8 normal = _mm512_cmplt_epu64_mask(
@@ -362,6 +363,8 @@ VT_AVX512 inline bool RelativeLanes8(const BitsWindow& b, const double* x, __mma
       b.rounds_below);
   const __mmask8 zero = _mm512_testn_epi64_mask(u, u);
   if (!_kortestc_mask8_u8(normal, zero)) return false;
+  if (u_out != nullptr) *u_out = u;
+  if (zero_out != nullptr) *zero_out = zero;
   const __m512i lsb = _mm512_and_si512(_mm512_srl_epi64(u, b.shift), _mm512_set1_epi64(1));
   *r = _mm512_andnot_si512(b.low_mask, _mm512_add_epi64(_mm512_add_epi64(u, b.half_minus_1), lsb));
   *dr = _mm512_sub_epi64(u, *r);
@@ -795,36 +798,29 @@ VT_AVX512 void ReplayShaped(const KernelParams& params, const double* x, const u
 
 // 8 lanes of it on the integer path: false, writing nothing, when that does not apply.
 VT_AVX512 inline bool ReplayNoneZeroBits8(const BitsWindow& b, const double* x, double* out,
-                                          __mmask8 valid, ReplayCounts* c, __m512i* max_r) {
-  BitLanes l;
-  if (!b.usable || !BitLanesOf8(b, x, valid, &l)) return false;
-  c->near_misses += Count(_mm512_mask_cmpeq_epi64_mask(valid, l.dist, _mm512_setzero_si512()));
-  *max_r = _mm512_max_epu64(*max_r, l.r);
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+                                          __mmask8 valid, ReplayCounts* c) {
+  __m512i ux, r, dr, adr;
+  if (!b.usable || !RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
+  // The ties: |a - mid| = half - |u - r| = 0 (a zero's |u - r| is 0).
+  c->near_misses += Count(_mm512_mask_cmpeq_epi64_mask(valid, adr, b.half));
+  StoreSigned8(r, ux, out, valid);
   return true;
 }
 
 // 8 lanes of RoundZeroWindow on the integer path: false, writing nothing, when that does not
-// apply. The zero window logs nothing and leaves nothing to steer, so only the rounding and its
-// range check remain.
+// apply. The zero window logs nothing and leaves nothing to steer, so only the rounding
+// remains (RelativeLanes8's lanes need no range check).
 VT_AVX512 inline bool RoundZeroBits8(const BitsWindow& b, const double* x, double* out,
-                                     __mmask8 valid, __m512i* max_r) {
-  BitLanes l;
-  if (!b.usable || !BitLanesOf8(b, x, valid, &l)) return false;
-  *max_r = _mm512_max_epu64(*max_r, l.r);
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+                                     __mmask8 valid) {
+  __m512i ux, r, dr, adr;
+  if (!b.usable || !RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
+  StoreSigned8(r, ux, out, valid);
   return true;
 }
 
-// The bounded kernels' test for 8 lanes (kernels.h RoundLogBoundedSpan): true when, under
-// the absolute window with every lane's w_i <= w_max, the lanes take the integer path (all
-// normal or zero, every nonzero lane narrow: w_max <= g/16), no off-grid lane lies within
-// 2 w_max of its midpoint, and no zero is steerable (w_max <= g0/4). Then, for every such
-// w_i, RoundLogBits8 logs nothing and counts nothing steerable, and ReplayBits8 on NONE states
-// counts no near miss and nothing steerable: both write rnd_b(x) (`l` is filled for that).
 // The window of a span whose magnitudes are all <= bound: fl(alpha * bound) >= fl(alpha * m_i)
 // for every m_i (rounding is monotone), twice it (exact), and whether zeros are then never
-// steerable (w_max <= g0/4). A NaN or infinite bound fails every test of FarFromWindow8.
+// steerable (w_max <= g0/4). A NaN or infinite bound fails every test of RoundFarFromWindow8.
 struct BoundedWindow {
   __m512d w_max, w2_max;
   bool zeros_ok;
@@ -837,28 +833,31 @@ VT_AVX512 inline BoundedWindow BoundedWindowOf(const KernelParams& p, const Bits
           b.usable && w <= std::ldexp(1.0, static_cast<int>(p.k) - 151)};
 }
 
-VT_AVX512 inline bool FarFromWindow8(const BitsWindow& b, const double* x, __mmask8 valid,
-                                     const BoundedWindow& bw, BitLanes* l) {
-  const __m512d w_max = bw.w_max, w2_max = bw.w2_max;
-  const bool zeros_ok = bw.zeros_ok;
-  if (!BitLanesOf8(b, x, valid, l)) return false;
-  const __m512i exponent = _mm512_and_si512(l->u, _mm512_set1_epi64(0x7ff0000000000000ll));
+// The bounded kernels' test for 8 lanes (kernels.h RoundLogBoundedSpan): true when, under
+// the absolute window with every lane's w_i <= w_max, the lanes take RelativeLanes8 (all
+// normal or zero, rnd_b(|x|) below 2^128), every nonzero lane is narrow (w_max <= g/16), no
+// off-grid lane lies within 2 w_max of its midpoint (half - |u - r| units away; a nonzero lane
+// on the grid is g/2 > 2 w_max away), and no zero is steerable (w_max <= g0/4). Then, for
+// every such w_i, RoundLogBits8 logs nothing and counts nothing steerable, and ReplayBits8 on
+// NONE states counts no near miss and nothing steerable: both write rnd_b(x), which this
+// stores into out (only when it returns true).
+VT_AVX512 inline bool RoundFarFromWindow8(const BitsWindow& b, const double* x, __mmask8 valid,
+                                          const BoundedWindow& bw, double* out) {
+  __m512i ux, r, dr, adr, u;
+  __mmask8 zero;
+  if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr, &u, &zero)) return false;
+  const __m512i exponent = _mm512_and_si512(u, _mm512_set1_epi64(0x7ff0000000000000ll));
   const __m512d g16 = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.g16_below));
-  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(w_max, g16, _CMP_LE_OQ) | l->zero) != 0xff) {
+  if (static_cast<__mmask8>(_mm512_cmp_pd_mask(bw.w_max, g16, _CMP_LE_OQ) | zero) != 0xff) {
     return false;
   }
-  if (!zeros_ok && static_cast<__mmask8>(l->zero & valid) != 0) return false;
+  if (!bw.zeros_ok && static_cast<__mmask8>(zero & valid) != 0) return false;
   const __m512d ulp = _mm512_castsi512_pd(_mm512_sub_epi64(exponent, b.ulp_below));
-  const __m512d d = _mm512_mul_pd(_mm512_cvtepi64_pd(l->dist), ulp);
-  const __mmask8 off = static_cast<__mmask8>(l->off & valid);
-  return _mm512_mask_cmp_pd_mask(off, d, w2_max, _CMP_LE_OQ) == 0;
-}
-
-// rnd_b(x) of 8 lanes of BitLanesOf8 into out, folded into max_r (a group without entries).
-VT_AVX512 inline void StoreRounded8(const BitLanes& l, double* out, __mmask8 valid,
-                                    __m512i* max_r) {
-  *max_r = _mm512_max_epu64(*max_r, l.r);
-  _mm512_mask_storeu_epi64(out, valid, _mm512_or_si512(l.r, l.sign));
+  const __m512d d = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_sub_epi64(b.half, adr)), ulp);
+  const __mmask8 nonzero = static_cast<__mmask8>(~zero & valid);
+  if (_mm512_mask_cmp_pd_mask(nonzero, d, bw.w2_max, _CMP_LE_OQ) != 0) return false;
+  StoreSigned8(r, ux, out, valid);
+  return true;
 }
 
 // Whether the valid lanes' states are all NONE.
@@ -882,11 +881,7 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
   const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
   auto round8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
-    BitLanes l;
-    if (bits.usable && FarFromWindow8(bits, x + j, valid, bw, &l)) {
-      StoreRounded8(l, out + j, valid, &max_r);
-      return __m128i{};
-    }
+    if (bits.usable && RoundFarFromWindow8(bits, x + j, valid, bw, out + j)) return __m128i{};
     f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
     __m128i s;
     if (bits.usable &&
@@ -921,11 +916,9 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
   const BoundedWindow bw = BoundedWindowOf(p, bits, bound);
   alignas(64) double m[8];
   auto replay8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
-    BitLanes l;
     // Only a group without entries can skip its magnitudes (an entry's legitimacy needs them).
     if (bits.usable && NoEntries8(states + j, valid) &&
-        FarFromWindow8(bits, x + j, valid, bw, &l)) {
-      StoreRounded8(l, out + j, valid, &max_r);
+        RoundFarFromWindow8(bits, x + j, valid, bw, out + j)) {
       return;
     }
     f.fill(f.ctx, f.offset + j, std::min<int64_t>(8, n - j), m);
@@ -956,7 +949,7 @@ VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, doub
   int64_t steerable = 0;  // stays 0: nothing is steerable under the zero window
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
   auto round8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
-    if (RoundZeroBits8(bits, x + i, out + i, valid, &max_r)) return;
+    if (RoundZeroBits8(bits, x + i, out + i, valid)) return;
     RoundLog8<Shape::kAbsolute, Mag::kScale>(p, x + i, nullptr, out + i, valid, &max_r, &steerable,
                                              &bad_m);
   };
@@ -986,7 +979,7 @@ VT_AVX512 void ReplayNoneZeroWindow(const KernelParams& params, const double* x,
   ReplayCounts c;
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
   auto replay8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
-    if (ReplayNoneZeroBits8(bits, x + i, out + i, valid, &c, &max_r)) return;
+    if (ReplayNoneZeroBits8(bits, x + i, out + i, valid, &c)) return;
     Replay8<Shape::kAbsolute, Mag::kScale>(p, x + i, nullptr, kNone, out + i, valid, &c, &max_r,
                                            &bad_m);
   };

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cfloat>
 #include <cmath>
@@ -865,6 +866,62 @@ TEST_CASE(
             CHECK_THROWS_WITH(
                 vt::precision::Replay(ToTensor(over), agreeing, o),
                 Catch::Contains("overflow") && Catch::Contains("index " + std::to_string(at)));
+          });
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: the absolute window's fast paths at the top of the FP32 range") {
+  // The zero window's rounding and replay and the bounded kernels (an outer magnitude under
+  // band 0) skip the range check on the lanes they take: the midpoint under 2^128 must still
+  // be flagged out of range in any lane, and the value one FP64 ulp below it must not.
+  using vt::precision::KernelParams;
+  using vt::precision::MagnitudeFiller;
+  using vt::precision::ReplayTally;
+  using vt::precision::RoundTally;
+  const double tiny_magnitude = 0.0;
+  const MagnitudeFiller filler{
+      [](const void*, int64_t, int64_t count, double* out) { std::fill(out, out + count, 0.0); },
+      &tiny_magnitude, 0};
+  for (int bits : {32, 26}) {
+    KernelParams p;
+    p.k = static_cast<uint64_t>(32 - bits);
+    p.band = 0.0;
+    p.alpha = P2(-40);
+    const double top = vt::precision::LargestGridValue(bits);
+    const double half = std::ldexp(1.0, 135 - bits);
+    for (size_t n : {size_t{8}, size_t{24}, size_t{13}}) {
+      for (size_t at = 0; at < n; at += 5) {
+        for (bool over : {false, true}) {
+          std::vector<double> xs(n, 3.0 + P2(-30));
+          xs[at] = (over ? top + half : top + half - P2(75)) * (at % 2 == 0 ? 1 : -1);
+          ForEachIsa([&] {
+            INFO("b = " << bits << ", " << n << " values, at " << at << (over ? ", tie" : ""));
+            std::vector<double> out(n);
+            std::vector<uint8_t> states(n, 0);
+            KernelParams zero = p;
+            zero.alpha = 0.0;
+            RoundTally rt;
+            vt::precision::RoundSpan(zero, xs.data(), out.data(), nullptr, static_cast<int64_t>(n),
+                                     &rt, nullptr);
+            CHECK(rt.out_of_range == over);
+            if (!over) CHECK(std::fabs(out[at]) == top);
+            ReplayTally zt;
+            vt::precision::ReplayNoneZeroWindowSpan(zero, xs.data(), states.data(), out.data(),
+                                                    static_cast<int64_t>(n), &zt);
+            CHECK(zt.out_of_range == over);
+            RoundTally bt;
+            vt::precision::RoundLogBoundedSpan(p, xs.data(), out.data(), states.data(),
+                                               static_cast<int64_t>(n), &bt, 0.0, filler);
+            CHECK(bt.out_of_range == over);
+            if (!over) CHECK(std::fabs(out[at]) == top);
+            std::fill(states.begin(), states.end(), 0);
+            ReplayTally bz;
+            vt::precision::ReplayBoundedSpan(p, xs.data(), states.data(), out.data(),
+                                             static_cast<int64_t>(n), &bz, 0.0, filler);
+            CHECK(bz.out_of_range == over);
           });
         }
       }
