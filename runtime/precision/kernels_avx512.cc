@@ -350,13 +350,34 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
   return true;
 }
 
+// 8 lanes of x, the missing ones (not in `valid`) zeros; a full group (valid a constant 0xff
+// where the kernels inline this) is a plain load, without a mask to build.
+VT_AVX512 inline __m512i Load8(const double* x, __mmask8 valid) {
+  return valid == 0xff ? _mm512_loadu_si512(x) : _mm512_maskz_loadu_epi64(valid, x);
+}
+
+// Load8 for 8 state bytes.
+VT_AVX512 inline __m128i LoadStates8(const uint8_t* states, __mmask8 valid) {
+  return valid == 0xff ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(states))
+                       : _mm_maskz_loadu_epi8(valid, states);
+}
+
+// Stores the valid lanes of v into out (Load8's counterpart).
+VT_AVX512 inline void Store8(double* out, __mmask8 valid, __m512i v) {
+  if (valid == 0xff) {
+    _mm512_storeu_si512(out, v);
+  } else {
+    _mm512_mask_storeu_epi64(out, valid, v);
+  }
+}
+
 // The shared part of RoundRelative8 and ReplayRelativeAgreed8: false unless every valid lane
 // of x is zero or on the normal grid with rnd_b(|x|) < 2^128; else x's bits, r = rnd_b(|x|)'s,
 // dr = |x| - r and |dr| (as bits: units of x's last place).
 VT_AVX512 inline bool RelativeLanes8(const BitsWindow& b, const double* x, __mmask8 valid,
                                      __m512i* ux, __m512i* r, __m512i* dr, __m512i* adr,
                                      __m512i* u_out = nullptr, __mmask8* zero_out = nullptr) {
-  *ux = _mm512_maskz_loadu_epi64(valid, x);  // missing lanes are zeros
+  *ux = Load8(x, valid);
   const __m512i u = _mm512_andnot_si512(_mm512_set1_epi64(static_cast<long long>(kSignBit)), *ux);
   const __mmask8 normal = _mm512_cmplt_epu64_mask(
       _mm512_sub_epi64(u, _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent << 52))),
@@ -382,7 +403,7 @@ VT_AVX512 inline __m128i StateBytes8(__m512i dr, __m512i ux, __mmask8 logged) {
 // Stores r | (x & sign) (ternary logic A | (B & C): 0xF8) into the valid lanes of out.
 VT_AVX512 inline void StoreSigned8(__m512i r, __m512i ux, double* out, __mmask8 valid) {
   const __m512i sign_bit = _mm512_set1_epi64(static_cast<long long>(kSignBit));
-  _mm512_mask_storeu_epi64(out, valid, _mm512_ternarylogic_epi64(r, ux, sign_bit, 0xF8));
+  Store8(out, valid, _mm512_ternarylogic_epi64(r, ux, sign_bit, 0xF8));
 }
 
 // The relative window's rounding (the paper's) of 8 lanes: false, writing nothing, unless
@@ -580,13 +601,15 @@ VT_AVX512 inline bool ReplayRelativeAgreed8(const BitsWindow& b, const double* x
                                             ReplayLaneCounts* c) {
   __m512i ux, r, dr, adr;
   if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
-  // The states as bytes: the entries, and those rounding x' writes (RoundRelative8).
-  const __m128i st = _mm_maskz_loadu_epi8(valid, states);
+  // Every DOWN/UP entry must sit off the grid and name the direction rounding x' takes (the
+  // top bit of (u - r) ^ x, StateBytes8): UP (2) exactly where that direction is up.
+  const __m128i st = LoadStates8(states, valid);
   const __mmask8 off = _mm512_test_epi64_mask(dr, dr);
-  const __m128i expected = StateBytes8(dr, ux, off);
-  const __mmask16 is_dir =
-      _mm_cmplt_epu8_mask(_mm_sub_epi8(st, _mm_set1_epi8(1)), _mm_set1_epi8(2));
-  if (_mm_mask_cmpneq_epi8_mask(is_dir, st, expected) != 0) return false;
+  const __mmask8 up = _mm512_movepi64_mask(_mm512_xor_si512(dr, ux));
+  const __mmask8 is_dir = static_cast<__mmask8>(
+      _mm_cmplt_epu8_mask(_mm_sub_epi8(st, _mm_set1_epi8(1)), _mm_set1_epi8(2)));
+  const __mmask8 wants_up = static_cast<__mmask8>(_mm_cmpeq_epi8_mask(st, _mm_set1_epi8(2)));
+  if ((is_dir & (~off | (up ^ wants_up))) != 0) return false;
   // near (|a - mid| <= w1) and steerable (<= w2) imply off (BitsWindow t1, t2); far is
   // off and not steerable, so a DOWN/UP entry (all off here) is illegitimate unless steerable.
   const __mmask8 near = _mm512_cmpge_epu64_mask(adr, b.t1);
