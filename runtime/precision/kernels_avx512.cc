@@ -407,14 +407,15 @@ VT_AVX512 inline void StoreSigned8(__m512i r, __m512i ux, double* out, __mmask8 
 }
 
 // The relative window's rounding (the paper's) of 8 lanes: false, writing nothing, unless
-// RelativeLanes8 takes them (then no range check is needed); else the state bytes, and the
-// steerable lanes in `steer`. RoundLogBits8's results bit for bit with about two thirds of its
-// vector instructions: |a - mid| and the direction are read off u - r (BitsWindow t1, t2).
+// RelativeLanes8 takes them (then no range check is needed); else the state bytes, with the
+// steerable lanes counted into `lane_steerable` (CountLanes). RoundLogBits8's results bit for
+// bit with about two thirds of its vector instructions: |a - mid| and the direction are read
+// off u - r (BitsWindow t1, t2).
 VT_AVX512 inline bool RoundRelative8(const BitsWindow& b, const double* x, double* out,
-                                     __mmask8 valid, __m128i* states, __mmask8* steer) {
+                                     __mmask8 valid, __m128i* states, __m512i* lane_steerable) {
   __m512i ux, r, dr, adr;
   if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
-  *steer = _mm512_mask_cmpge_epu64_mask(valid, adr, b.t2);
+  *lane_steerable = CountLanes(*lane_steerable, _mm512_mask_cmpge_epu64_mask(valid, adr, b.t2));
   *states = StateBytes8(dr, ux, _mm512_mask_cmpge_epu64_mask(valid, adr, b.t1));
   StoreSigned8(r, ux, out, valid);
   return true;
@@ -524,10 +525,8 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     // The paper's window: RoundRelative8 (a group it does not take goes through RoundLog8,
     // which counts its own steerable lanes); the states counted as below.
     auto relative8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
-      __mmask8 steer;
       __m128i s;
-      if (__builtin_expect(RoundRelative8(bits, x + j, out + j, valid, &s, &steer), 1)) {
-        lane_steerable = CountLanes(lane_steerable, steer);
+      if (__builtin_expect(RoundRelative8(bits, x + j, out + j, valid, &s, &lane_steerable), 1)) {
         return s;
       }
       return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
