@@ -231,6 +231,7 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
   auto h = std::make_unique<Handles>();
   h->cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   store->log_compression_ = Available(options.log_compression);
+  store->logs_compressing_ = store->log_compression_ != Compression::kNone;
   const Compression small = Available(Compression::kZstd);
 
   rocksdb::DBOptions db;
