@@ -318,7 +318,7 @@ class Store {
   StoreOptions options_;
   Compression log_compression_ = Compression::kNone;
   // Whether the logs family compresses now (write_mu_): off while steps are mostly records
-  // in the dense log encoding, which compression does not shrink (SkipsCompression).
+  // in the dense log encoding, which compression does not shrink (CommitStep).
   bool logs_compressing_ = false;
   // Turns the logs family's compression on or off for what it flushes from now on
   // (RocksDB's mutable options); call with write_mu_ held. A failure leaves it as it was.

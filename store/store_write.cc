@@ -52,14 +52,13 @@ bool DenseLogRecord(std::string_view value) {
   return value.size() > 5 && value.compare(0, 4, "VTLG") == 0 && value[5] == 0;
 }
 
-// Whether a step's records leave compression nothing to gain: nine tenths of their bytes or
-// more in dense records.
-bool SkipsCompression(const std::vector<LogRecordView>& records, uint64_t value_bytes) {
+// Bytes of a step's records in the dense encoding.
+uint64_t DenseBytes(const std::vector<LogRecordView>& records) {
   uint64_t dense = 0;
   for (const LogRecordView& rec : records) {
     if (DenseLogRecord(rec.value)) dense += rec.value.size();
   }
-  return value_bytes > 0 && dense * 10 >= value_bytes * 9;
+  return dense;
 }
 
 }  // namespace
@@ -197,10 +196,14 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   RunState& st = WriterState(run);
   uint64_t value_bytes = 0;
   for (const LogRecordView& rec : records) value_bytes += rec.value.size();
-  // Compression follows what the steps hold; readers see the same bytes either way.
+  // Compression follows what the steps hold (readers see the same bytes either way): off once
+  // a step holds nine tenths of its bytes or more in dense records, on again once one holds
+  // less than half. The gap keeps steps near either line from switching it (and RocksDB from
+  // writing a new options file) at every step.
   if (log_compression_ != Compression::kNone && value_bytes > 0) {
-    const bool compress = !SkipsCompression(records, value_bytes);
-    if (compress != logs_compressing_) SetLogsCompressing(compress);
+    const uint64_t dense = DenseBytes(records);
+    if (logs_compressing_ && dense * 10 >= value_bytes * 9) SetLogsCompressing(false);
+    if (!logs_compressing_ && dense * 2 < value_bytes) SetLogsCompressing(true);
   }
   StepInfo marker;
   marker.step = step;

@@ -474,6 +474,34 @@ TEST_CASE("store: steps of dense log records skip compression, others keep it", 
   INFO("raw " << raw << " bytes, dense store " << dense << ", sparse store " << sparse);
   CHECK(dense >= raw);
   CHECK(sparse < raw / 10);
+
+  // Between the lines (off at nine tenths dense, on again below half) the setting stays: steps
+  // two thirds dense after dense ones are stored uncompressed, after sparse ones compressed
+  // (everything here is flushed at Close, under the setting of the last step).
+  auto write_then_mixed = [&](const std::string& path, char first) {
+    auto s = Store::Open(path);
+    s->CreateRun("r", RunConfig{"s", 100, 100, ""});
+    s->PutCheckpoint("r", 0, KatCheckpoint(0));
+    auto value = [](char encoding) {
+      std::string v(size_t{1} << 20, '\0');
+      return v.replace(0, 6, std::string("VTLG\x01", 5) + encoding);
+    };
+    for (uint64_t step = 1; step <= 4; ++step) {
+      s->WriteStep("r", step, {{"a:fwd", 0, value(first)}, {"b:fwd", 0, value(first)}});
+    }
+    for (uint64_t step = 5; step <= 8; ++step) {
+      s->WriteStep("r", step,
+                   {{"a:fwd", 0, value('\0')}, {"b:fwd", 0, value('\0')}, {"c:fwd", 0, value(1)}});
+    }
+    s->Close();
+    return SstBytes(path);
+  };
+  const uint64_t after_dense = write_then_mixed(dir.Sub("after-dense"), '\0');
+  const uint64_t after_sparse = write_then_mixed(dir.Sub("after-sparse"), '\x01');
+  INFO("mixed steps after dense ones " << after_dense << " bytes, after sparse ones "
+                                       << after_sparse);
+  CHECK(after_dense >= raw);
+  CHECK(after_sparse < raw / 10);
 }
 
 }  // namespace
