@@ -497,6 +497,28 @@ VT_AVX512 inline void AddRoundCounts(const RoundTally& t, int64_t steerable, __m
   tally->bad_magnitude |= bad_m != 0;
 }
 
+// Writes the state bytes group8(j, valid) returns for each group of 8 of n values and counts
+// them into `t`, in blocks of 64 states, each counted one block later: reading 64 bytes just
+// written by eight 8-byte stores would stall on store forwarding; a block later they are in L1.
+template <class Group8>
+VT_AVX512 inline void WriteStates(int64_t n, uint8_t* states, RoundTally* t, Group8&& group8) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    for (int64_t j = i; j < i + 64; j += 8) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), group8(j, 0xff));
+    }
+    if (i > 0) CountStates64(states + i - 64, 64, t);
+  }
+  if (i > 0) CountStates64(states + i - 64, 64, t);
+  if (i < n) {
+    for (int64_t j = i; j < n; j += 8) {
+      const __mmask8 valid = TailMask(n - j);
+      _mm_mask_storeu_epi8(states + j, valid, group8(j, valid));
+    }
+    CountStates64(states + i, n - i, t);
+  }
+}
+
 template <Shape kShape, Mag kMag = Mag::kScale>
 VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, double* out,
                               uint8_t* states, int64_t n, RoundTally* tally,
@@ -522,49 +544,21 @@ VT_AVX512 void RoundLogShaped(const KernelParams& params, const double* x, doubl
     return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
   };
   if (kShape == Shape::kRelative && bits.usable) {
-    // The paper's window: RoundRelative8 (a group it does not take goes through RoundLog8,
-    // which counts its own steerable lanes); the states counted as below.
-    auto relative8 = [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
-      __m128i s;
-      if (__builtin_expect(RoundRelative8(bits, x + j, out + j, valid, &s, &lane_steerable), 1)) {
-        return s;
-      }
-      return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable, &bad_m);
-    };
-    int64_t j = 0;
-    for (; j + 64 <= n; j += 64) {
-      for (int64_t g = j; g < j + 64; g += 8) {
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(states + g), relative8(g, 0xff));
-      }
-      if (j > 0) CountStates64(states + j - 64, 64, &t);
-    }
-    if (j > 0) CountStates64(states + j - 64, 64, &t);
-    if (j < n) {
-      for (int64_t g = j; g < n; g += 8) {
-        const __mmask8 valid = TailMask(n - g);
-        _mm_mask_storeu_epi8(states + g, valid, relative8(g, valid));
-      }
-      CountStates64(states + j, n - j, &t);
-    }
-    AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
-    return;
-  }
-  // Blocks of 64 states, each counted one block later: reading 64 bytes just written by
-  // eight 8-byte stores would stall on store forwarding; a block later they are in L1.
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    for (int64_t j = i; j < i + 64; j += 8) {
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + j), round8(j, 0xff));
-    }
-    if (i > 0) CountStates64(states + i - 64, 64, &t);
-  }
-  if (i > 0) CountStates64(states + i - 64, 64, &t);
-  if (i < n) {
-    for (int64_t j = i; j < n; j += 8) {
-      const __mmask8 valid = TailMask(n - j);
-      _mm_mask_storeu_epi8(states + j, valid, round8(j, valid));
-    }
-    CountStates64(states + i, n - i, &t);
+    // The paper's window: RoundRelative8, in a loop of its own (a first test in round8 cost
+    // 8% of the kernel); a group it does not take goes through RoundLog8, which counts its
+    // own steerable lanes.
+    WriteStates(
+        n, states, &t, [&](int64_t j, __mmask8 valid) __attribute__((always_inline)) {
+          __m128i s;
+          if (__builtin_expect(RoundRelative8(bits, x + j, out + j, valid, &s, &lane_steerable),
+                               1)) {
+            return s;
+          }
+          return RoundLog8<kShape, kMag>(p, x + j, m_at(j), out + j, valid, &max_r, &steerable,
+                                         &bad_m);
+        });
+  } else {
+    WriteStates(n, states, &t, round8);
   }
   AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
 }
