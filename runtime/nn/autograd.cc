@@ -39,7 +39,7 @@ struct BoundaryFn : public torch::autograd::Function<BoundaryFn> {
     if (step == nullptr || !ctx->saved_data.count("name")) return {grads[0], at::Tensor()};
     const std::string name = ctx->saved_data["name"].toStringRef();
     const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
-    return {Agreed(step->Apply(name + ":bwd", grads[0].contiguous(), call)), at::Tensor()};
+    return {Agreed(step->ApplyGradient(name + ":bwd", grads[0].contiguous(), call)), at::Tensor()};
   }
 };
 
@@ -54,7 +54,7 @@ struct InputGradFn : public torch::autograd::Function<InputGradFn> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const std::string name = ctx->saved_data["name"].toStringRef();
     const auto call = static_cast<int32_t>(ctx->saved_data["call"].toInt());
-    return {Agreed(ApplyBoundary(name + ":bwd", grads[0].contiguous(), call)), at::Tensor(),
+    return {Agreed(ApplyGradientBoundary(name + ":bwd", grads[0].contiguous(), call)), at::Tensor(),
             at::Tensor()};
   }
 };

@@ -216,6 +216,11 @@ at::Tensor StepContext::Apply(const std::string& boundary, const at::Tensor& x, 
   return Rounded(boundary, x, call, /*owned=*/false, magnitude);
 }
 
+at::Tensor StepContext::ApplyGradient(const std::string& boundary, const at::Tensor& grad,
+                                      int32_t call) {
+  return Rounded(boundary, grad, call, /*owned=*/false, {}, nullptr, /*gradient=*/true);
+}
+
 void StepContext::ApplyInPlace(const std::string& boundary, at::Tensor* x,
                                const precision::Magnitude& magnitude) {
   *x = Rounded(boundary, *x, -1, /*owned=*/true, magnitude);
@@ -238,16 +243,16 @@ void StepContext::ApplyProduced(const std::string& boundary, at::Tensor* x,
 
 at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x, int32_t call,
                                 bool owned, const precision::Magnitude& magnitude,
-                                const precision::BlockProducer* produce) {
+                                const precision::BlockProducer* produce, bool gradient) {
   if (mode_ == Mode::kFp32 || mode_ == Mode::kFp64) return x;
   const precision::Magnitude m = magnitude.defined() ? magnitude : OfferedMagnitudeFor(x);
-  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m, produce)
-                         : RoundedNamed(prefix_ + boundary, x, call, owned, m, produce);
+  return prefix_.empty() ? RoundedNamed(boundary, x, call, owned, m, produce, gradient)
+                         : RoundedNamed(prefix_ + boundary, x, call, owned, m, produce, gradient);
 }
 
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
                                      bool owned, const precision::Magnitude& offered,
-                                     const precision::BlockProducer* produce) {
+                                     const precision::BlockProducer* produce, bool gradient) {
   struct Timer {
     double* total;
     double* per_boundary = nullptr;  // set once the boundary's statistics are found
@@ -292,6 +297,10 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
   const bool captures =
       capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0;
+  if (gradient && !tampers && !captures && compare_ == nullptr) {
+    at::Tensor same = GridShortcut(boundary, call, x, options);
+    if (same.defined()) return same;
+  }
   // Captures, comparisons and tampering read every unrounded value: the op's pass first.
   if (produce != nullptr && (captures || compare_ != nullptr || tampers)) {
     precision::RunProducer(x.numel(), *produce);
@@ -336,8 +345,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
     return input;
   };
   switch (mode_) {
-    case Mode::kRounded:
-      return round(nullptr).view(x.sizes());
+    case Mode::kRounded: {
+      at::Tensor rounded = round(nullptr);
+      AddGridOutput(rounded, options.bits, 0);  // (no trace: the CRC is not used)
+      return rounded.view(x.sizes());
+    }
     case Mode::kLog: {
       const RecordKey key{boundary, call};
       if (sink_ != nullptr) sink_->WillWrite(key);
@@ -362,6 +374,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
         Trace(boundary, call, rounded);
       } else {
         TraceCrc(boundary, call, crc);
+        AddGridOutput(rounded, options.bits, crc);
       }
       return rounded.view(x.sizes());
     }
@@ -397,11 +410,62 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       s.near_misses += r.report.near_misses;
       s.steerable += r.report.steerable;
       TraceCrc(boundary, call, crc);
+      AddGridOutput(r.rounded, options.bits, crc);
       return r.rounded.view(x.sizes());
     }
     default:
       return x;
   }
+}
+
+void StepContext::AddGridOutput(const at::Tensor& rounded, int bits, uint32_t crc) {
+  if (!grid_shortcut_ || !rounded.is_contiguous() || rounded.numel() == 0) return;
+  for (auto it = grid_outputs_.begin(); it != grid_outputs_.end();) {
+    it = it->second.storage.expired() ? grid_outputs_.erase(it) : std::next(it);
+  }
+  grid_outputs_.insert_or_assign(rounded.data_ptr(),
+                                 GridOutput{rounded.storage().getWeakStorageImpl(), rounded.numel(),
+                                            static_cast<uint32_t>(rounded._version()), bits, crc});
+}
+
+at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,
+                                     const precision::RoundOptions& options) {
+  // Only where no value on the grid can take an entry (ROUNDING.md "Classification": a
+  // direction needs a value off the grid, EXACT a window wider than a quarter of the step,
+  // a near miss on the grid a midpoint nearer than the window, at least a quarter step away).
+  if (!grid_shortcut_ || grid_outputs_.empty() || options.alpha != 0.0 || options.band > 0.25 ||
+      x.scalar_type() != at::kDouble || !x.is_contiguous() || x.numel() == 0) {
+    return {};
+  }
+  auto it = grid_outputs_.find(x.data_ptr());
+  if (it == grid_outputs_.end()) return {};
+  // As for offers: freed memory at the same address, a part of the output, or values changed
+  // in place since (autograd's accumulation of gradients) are not the rounded output. A grid
+  // of fewer bits lies on every grid of more.
+  const GridOutput& g = it->second;
+  if (g.storage.expired() || g.numel != x.numel() || g.version != x._version() ||
+      g.bits > options.bits) {
+    return {};
+  }
+  const RecordKey key{boundary, call};
+  if (mode_ == Mode::kLog) {
+    if (sink_ != nullptr) sink_->WillWrite(key);
+    precision::LogRecord& record = (*log_)[key];
+    record.ResetToNone(x.numel());
+    if (sink_ != nullptr) sink_->Written(key, record);
+    TraceCrc(boundary, call, g.crc);
+  } else if (mode_ == Mode::kReplay) {
+    // An entry the trainer wrote here is checked by the full pass (a direction or EXACT value
+    // on the grid is illegitimate); a record that does not fit is its mismatch.
+    auto r = log_->find(key);
+    if (r == log_->end() || r->second.size() != x.numel() || r->second.counts().logged() != 0) {
+      return {};
+    }
+    ++used_records_;
+    TraceCrc(boundary, call, g.crc);
+  }
+  ++grid_shortcuts_;
+  return x;
 }
 
 namespace {
@@ -644,6 +708,12 @@ at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32
                          const at::Tensor& magnitude) {
   StepContext* c = StepContext::Current();
   return c == nullptr ? x : c->Apply(boundary, x, call, magnitude);
+}
+
+at::Tensor ApplyGradientBoundary(const std::string& boundary, const at::Tensor& grad,
+                                 int32_t call) {
+  StepContext* c = StepContext::Current();
+  return c == nullptr ? grad : c->ApplyGradient(boundary, grad, call);
 }
 
 bool MagnitudesWanted() {

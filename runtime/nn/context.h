@@ -197,6 +197,19 @@ class StepContext {
   // magnitude, a missing record or a size mismatch.
   at::Tensor Apply(const std::string& boundary, const at::Tensor& x, int32_t call = -1,
                    const at::Tensor& magnitude = {});
+  // Apply for a gradient that autograd hands from node to node (a boundary's backward): the
+  // same results, but when `grad` is a rounded output of an earlier boundary of this step,
+  // unchanged since, and the window gives values on its grid no entry, `grad` itself comes
+  // back (see grid_shortcuts()), as LibTorch's own backward formulas pass a gradient on.
+  at::Tensor ApplyGradient(const std::string& boundary, const at::Tensor& grad, int32_t call);
+  // How many ApplyGradient calls returned their gradient as it was. Such a gradient holds
+  // values on the boundary's grid (an earlier boundary of at most as many bits wrote them),
+  // and with no absolute term and a band of at most 1/4 a value on the grid is NONE, not
+  // steerable and never a near miss (ROUNDING.md): the full pass would write the same
+  // values, an all-NONE record (a replay needs one) and the earlier boundary's trace CRC.
+  // No pass is made. set_grid_shortcut(false) makes every call take the full pass (tests).
+  int64_t grid_shortcuts() const { return grid_shortcuts_; }
+  void set_grid_shortcut(bool on) { grid_shortcut_ = on; }
   // Apply for a tensor the caller owns and hands over (an optimizer's fresh state, a
   // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
   // float64 tensor. Results are the same as Apply's.
@@ -356,6 +369,23 @@ class StepContext {
     precision::Magnitude computed;  // the only contribution so far, when a computed one
   };
   std::map<const c10::TensorImpl*, GradMagnitude> grad_magnitudes_;
+  // The rounded outputs of this step's boundaries, keyed and checked as offers are: which
+  // grid holds their values and, in logging and replay, their trace CRC (ApplyGradient).
+  struct GridOutput {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage;
+    int64_t numel = 0;
+    uint32_t version = 0;
+    int bits = 32;
+    uint32_t crc = 0;
+  };
+  std::map<const void*, GridOutput> grid_outputs_;
+  bool grid_shortcut_ = true;
+  int64_t grid_shortcuts_ = 0;
+  void AddGridOutput(const at::Tensor& rounded, int bits, uint32_t crc);
+  // The gradient itself when ApplyGradient may return it unrounded (see grid_shortcuts()),
+  // with the boundary's record and trace written or checked; undefined otherwise.
+  at::Tensor GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,
+                          const precision::RoundOptions& options);
 
   void Mismatch(const std::string& what);
   bool Tampers(const std::string& boundary) const;
@@ -373,12 +403,13 @@ class StepContext {
   void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);
   // The magnitude given, else the one offered for x.
   // With `produce`, x is owned and its values are still to be written (ApplyProduced).
+  // `gradient`: ApplyGradient's call (x may come back as it is).
   at::Tensor Rounded(const std::string& boundary, const at::Tensor& x, int32_t call, bool owned,
                      const precision::Magnitude& magnitude,
-                     const precision::BlockProducer* produce = nullptr);
+                     const precision::BlockProducer* produce = nullptr, bool gradient = false);
   at::Tensor RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
                           bool owned, const precision::Magnitude& magnitude,
-                          const precision::BlockProducer* produce);
+                          const precision::BlockProducer* produce, bool gradient);
 };
 
 // The shard of a sharded boundary name ("s3/fc0:fwd" -> 3), or -1 for a plain name; with
@@ -388,6 +419,8 @@ int64_t ShardOf(const std::string& boundary, std::string* plain = nullptr);
 // Sends `x` through `boundary` of the current context (identity when there is none).
 at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32_t call = -1,
                          const at::Tensor& magnitude = {});
+// ApplyGradient of the current context (identity when there is none).
+at::Tensor ApplyGradientBoundary(const std::string& boundary, const at::Tensor& grad, int32_t call);
 // ApplyInPlace of the current context (nothing when there is none).
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
 // ApplyProduced of the current context (without one, `produce` runs over the whole tensor).
