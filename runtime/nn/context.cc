@@ -250,6 +250,144 @@ at::Tensor StepContext::Rounded(const std::string& boundary, const at::Tensor& x
                          : RoundedNamed(prefix_ + boundary, x, call, owned, m, produce, gradient);
 }
 
+precision::RoundOptions StepContext::OptionsFor(const std::string& boundary,
+                                                const precision::Magnitude& offered,
+                                                precision::Magnitude* magnitude, bool* agreed,
+                                                bool* counted) const {
+  const Window& w = windows_->Lookup(boundary);
+  precision::RoundOptions options;
+  options.bits = windows_->BitsFor(boundary);
+  options.band = w.band;
+  options.alpha = w.alpha;
+  // The per-element magnitude counts where the window has an absolute term (and for
+  // calibration); a window without one never reads it. A value no op gave a magnitude is
+  // its own (ROUNDING.md "Magnitudes": such values are elementwise in values both parties
+  // hold, since every order-dependent value is rounded where it is made).
+  *magnitude = precision::Magnitude();
+  *agreed = false;
+  *counted = false;
+  if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
+    *counted = true;
+    *agreed = !offered.computed() && offered.values().dim() == 0;
+    if (!*agreed) *magnitude = offered;
+  }
+  options.own_magnitude = !magnitude->defined() && !*agreed;
+  if (*agreed) options.alpha = 0.0;
+  return options;
+}
+
+void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
+  for (const ProducedLink& l : links) {
+    const at::Tensor& x = *l.x;
+    if (!x.defined() || !x.device().is_cpu() || x.scalar_type() != at::kDouble ||
+        !x.is_contiguous()) {
+      throw Error("boundary '" + l.boundary +
+                  "': a produced tensor must be a contiguous CPU float64 tensor");
+    }
+  }
+  if (!rounds()) {
+    for (const ProducedLink& l : links) precision::RunProducer(l.x->numel(), l.produce);
+    return;
+  }
+  // Each link's boundary as Rounded would take it; a link that cannot join (its values read
+  // before rounding, tampering, a record that does not fit, another size) makes every link
+  // go through ApplyProduced in turn.
+  struct Plan {
+    std::string name;
+    precision::RoundOptions options;
+    precision::Magnitude magnitude;
+    bool counted = false;
+    precision::LogRecord* record = nullptr;
+  };
+  std::vector<Plan> plans(links.size());
+  bool joins = links.size() > 1 && compare_ == nullptr;
+  for (size_t j = 0; j < links.size() && joins; ++j) {
+    const ProducedLink& l = links[j];
+    Plan& p = plans[j];
+    p.name = prefix_ + l.boundary;
+    bool agreed = false;
+    p.options = OptionsFor(p.name, OfferedMagnitudeFor(*l.x), &p.magnitude, &agreed, &p.counted);
+    const bool captures =
+        capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(p.name)) & 1u) != 0;
+    joins = l.x->numel() == links[0].x->numel() && !captures &&
+            !(mode_ == Mode::kLog && Tampers(p.name)) &&
+            precision::ChainNeedsNoScale(p.options, p.magnitude);
+    for (size_t i = 0; i < j && joins; ++i) joins = !l.x->is_same(*links[i].x);
+    if (joins && mode_ == Mode::kReplay) {
+      auto it = log_->find({p.name, calls_.count(p.name) ? calls_.at(p.name) : 0});
+      joins = it != log_->end() && it->second.size() == l.x->numel();
+      if (joins) p.record = &it->second;
+    }
+  }
+  if (!joins) {
+    for (ProducedLink& l : links) ApplyProduced(l.boundary, l.x, l.produce);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t n = links[0].x->numel();
+  std::vector<precision::ChainLink> chain(links.size());
+  std::vector<int32_t> calls(links.size());
+  std::vector<uint32_t> crcs(links.size(), 0);
+  std::vector<char> exact_boundary(links.size(), 0);
+  for (size_t j = 0; j < links.size(); ++j) {
+    Plan& p = plans[j];
+    calls[j] = calls_[p.name]++;
+    BoundaryStats& s = stats_[p.name];
+    s.calls += 1;
+    s.elements += n;
+    if (p.counted) s.magnitudes += 1;
+    precision::ChainLink& c = chain[j];
+    c.out = *links[j].x;
+    c.produce = links[j].produce;
+    c.options = p.options;
+    c.magnitude = p.magnitude;
+    c.context = precision::BoundaryContext{p.name, step_};
+    c.output_crc = mode_ == Mode::kRounded ? nullptr : &crcs[j];
+    if (mode_ == Mode::kLog) {
+      const RecordKey key{p.name, calls[j]};
+      if (sink_ != nullptr) sink_->WillWrite(key);
+      p.record = &(*log_)[key];
+      // An exact boundary rounds to nearest and logs nothing (RoundedNamed).
+      exact_boundary[j] = p.options.band == 0.0 && p.options.alpha == 0.0;
+      c.log = exact_boundary[j] ? nullptr : p.record;
+    } else if (mode_ == Mode::kReplay) {
+      c.replay = p.record;
+    }
+  }
+  if (mode_ == Mode::kReplay) {
+    precision::ReplayChain(&chain);
+  } else {
+    precision::RoundChain(&chain);
+  }
+  for (size_t j = 0; j < links.size(); ++j) {
+    const Plan& p = plans[j];
+    BoundaryStats& s = stats_[p.name];
+    if (mode_ == Mode::kLog) {
+      if (exact_boundary[j]) p.record->ResetToNone(n);
+      s.logged += p.record->counts().logged();
+      s.exact += p.record->counts().exact;
+      s.steerable += chain[j].stats.steerable;
+      if (sink_ != nullptr) sink_->Written({p.name, calls[j]}, *p.record);
+    } else if (mode_ == Mode::kReplay) {
+      const precision::ReplayReport& r = chain[j].report;
+      ++used_records_;
+      s.logged += r.logged;
+      s.exact += p.record->counts().exact;
+      s.corrections += r.corrections;
+      s.illegitimate += r.illegitimate;
+      s.near_misses += r.near_misses;
+      s.steerable += r.steerable;
+    }
+    if (mode_ != Mode::kRounded) TraceCrc(p.name, calls[j], crcs[j]);
+    AddGridOutput(*links[j].x, p.options.bits, crcs[j]);
+  }
+  // One pass for every link: its time is shared out among them.
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  boundary_seconds_ += seconds;
+  for (const Plan& p : plans) stats_[p.name].seconds += seconds / static_cast<double>(links.size());
+}
+
 at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tensor& x, int32_t call,
                                      bool owned, const precision::Magnitude& offered,
                                      const precision::BlockProducer* produce, bool gradient) {
@@ -274,26 +412,14 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
   timer.per_boundary = &s.seconds;
   s.calls += 1;
   s.elements += x.numel();
-  const Window& w = windows_->Lookup(boundary);
-  precision::RoundOptions options;
-  options.bits = windows_->BitsFor(boundary);
-  options.band = w.band;
-  options.alpha = w.alpha;
   precision::BoundaryContext where{boundary, step_};
   at::Tensor input = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
-  // The per-element magnitude counts where the window has an absolute term (and for
-  // calibration); a window without one never reads it. A value no op gave a magnitude is
-  // its own (ROUNDING.md "Magnitudes": such values are elementwise in values both parties
-  // hold, since every order-dependent value is rounded where it is made).
   precision::Magnitude magnitude;
   bool agreed = false;  // a zero magnitude: values every party computes alike
-  if (offered.defined() && (w.alpha > 0.0 || compare_ != nullptr)) {
-    s.magnitudes += 1;
-    agreed = !offered.computed() && offered.values().dim() == 0;
-    if (!agreed) magnitude = offered;
-  }
-  options.own_magnitude = !magnitude.defined() && !agreed;
-  if (agreed) options.alpha = 0.0;
+  bool counted = false;
+  const precision::RoundOptions options =
+      OptionsFor(boundary, offered, &magnitude, &agreed, &counted);
+  if (counted) s.magnitudes += 1;
   const bool tampers = mode_ == Mode::kLog && Tampers(boundary);
   const bool captures =
       capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(boundary)) & 1u) != 0;
@@ -754,6 +880,15 @@ void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,
   } else {
     precision::RunProducer(x->numel(), produce);
   }
+}
+
+void ApplyBoundaryChain(std::vector<StepContext::ProducedLink> links) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) {
+    c->ApplyProducedChain(std::move(links));
+    return;
+  }
+  for (const StepContext::ProducedLink& l : links) precision::RunProducer(l.x->numel(), l.produce);
 }
 
 bool BoundariesRound() {

@@ -223,6 +223,19 @@ class StepContext {
   // a tampering trainer do just that. The boundary's `seconds` then include the op's pass.
   void ApplyProduced(const std::string& boundary, at::Tensor* x, precision::BlockProducer produce,
                      const precision::Magnitude& magnitude = {});
+  // ApplyProduced of several tensors of one size whose producers read, at each position, only
+  // what the links before them wrote there (AdamW's moments, then its update): one pass
+  // over memory, block by block, each link's producer then its rounding or replay
+  // (precision::RoundChain). Records, trace, statistics and values are those of ApplyProduced
+  // link after link, which is what runs when a link cannot join (captures, comparisons,
+  // tampering, a replay record missing or of another size). The pass's seconds are shared
+  // out among the links' statistics. A range error is the first failing link's.
+  struct ProducedLink {
+    std::string boundary;
+    at::Tensor* x;
+    precision::BlockProducer produce;
+  };
+  void ApplyProducedChain(std::vector<ProducedLink> links);
   // Whether boundaries change values in this mode (rounded, logging, replay), so that an op
   // gains from handing its pass to ApplyProduced.
   bool rounds() const { return mode_ != Mode::kFp32 && mode_ != Mode::kFp64; }
@@ -382,6 +395,14 @@ class StepContext {
   bool grid_shortcut_ = true;
   int64_t grid_shortcuts_ = 0;
   void AddGridOutput(const at::Tensor& rounded, int bits, uint32_t crc);
+  // The options of `boundary` (prefixed) for a value offered `offered`: the window, bits and
+  // the magnitude its absolute term reads (*magnitude; undefined: none or the value's own),
+  // whether the value is alike everywhere (*agreed: no absolute term) and whether an offer
+  // counted (*counted, BoundaryStats::magnitudes).
+  precision::RoundOptions OptionsFor(const std::string& boundary,
+                                     const precision::Magnitude& offered,
+                                     precision::Magnitude* magnitude, bool* agreed,
+                                     bool* counted) const;
   // The gradient itself when ApplyGradient may return it unrounded (see grid_shortcuts()),
   // with the boundary's record and trace written or checked; undefined otherwise.
   at::Tensor GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,
@@ -426,6 +447,9 @@ void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
 // ApplyProduced of the current context (without one, `produce` runs over the whole tensor).
 void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,
                            precision::BlockProducer produce);
+// ApplyProducedChain of the current context (without one, each producer runs over its
+// whole tensor, in order).
+void ApplyBoundaryChain(std::vector<StepContext::ProducedLink> links);
 // Whether the current context's boundaries change values (false outside a step).
 bool BoundariesRound();
 

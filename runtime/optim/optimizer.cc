@@ -150,33 +150,52 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
       // d = grad + weight_decay * value; buf = momentum * buf + d; value - lr * (d, buf or
       // d + momentum * buf): sgd_kernels.h, a pass each side of the momentum's boundary.
       const double momentum = config_.momentum, weight_decay = config_.weight_decay;
-      at::Tensor buf;
-      if (momentum > 0) {
-        buf = first_[name];
-        if (fuse && ContiguousCpuDoubles({&buf, &grad, &value})) {
-          double* pb = buf.data_ptr<double>();
-          const double *pg = grad.data_ptr<double>(), *px = value.data_ptr<double>();
-          nn::ApplyBoundaryProduced(name + ":momentum", &buf, [&](int64_t begin, int64_t end) {
-            SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
-          });
-        } else {
-          SgdMomentumInPlace(buf, grad, value, momentum, weight_decay);
-          nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
-        }
-        first_[name] = buf;
-      }
-      if (fuse && ContiguousCpuDoubles({&value, &grad}) &&
-          (!buf.defined() || ContiguousCpuDoubles({&value, &buf}))) {
+      const bool nesterov = config_.nesterov;
+      if (momentum > 0 && fuse && ContiguousCpuDoubles({&first_[name], &grad, &value})) {
+        // Both boundaries in one pass: the update reads each block's rounded momentum while it
+        // is in cache (and the momentum reads the value before the update writes it). (A
+        // tampering trainer's boundaries run one after the other and may hand back a new
+        // buffer: the update reads it as it is then.)
+        at::Tensor& b = first_[name];
+        double* pb = b.data_ptr<double>();
         double* px = value.data_ptr<double>();
         const double* pg = grad.data_ptr<double>();
-        const double* pb = buf.defined() ? buf.data_ptr<double>() : nullptr;
-        const bool nesterov = config_.nesterov;
-        nn::ApplyBoundaryProduced(name + ":update", &updated, [&](int64_t begin, int64_t end) {
-          SgdUpdateRange(px, pg, pb, lr, momentum, weight_decay, nesterov, begin, end);
-        });
+        nn::ApplyBoundaryChain({{name + ":momentum", &b,
+                                 [&](int64_t begin, int64_t end) {
+                                   SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
+                                 }},
+                                {name + ":update", &updated, [&](int64_t begin, int64_t end) {
+                                   SgdUpdateRange(px, pg, b.data_ptr<double>(), lr, momentum,
+                                                  weight_decay, nesterov, begin, end);
+                                 }}});
       } else {
-        SgdUpdateInPlace(updated, grad, buf, lr, momentum, weight_decay, config_.nesterov);
-        nn::ApplyBoundaryInPlace(name + ":update", &updated);
+        at::Tensor buf;
+        if (momentum > 0) {
+          buf = first_[name];
+          if (fuse && ContiguousCpuDoubles({&buf, &grad, &value})) {
+            double* pb = buf.data_ptr<double>();
+            const double *pg = grad.data_ptr<double>(), *px = value.data_ptr<double>();
+            nn::ApplyBoundaryProduced(name + ":momentum", &buf, [&](int64_t begin, int64_t end) {
+              SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
+            });
+          } else {
+            SgdMomentumInPlace(buf, grad, value, momentum, weight_decay);
+            nn::ApplyBoundaryInPlace(name + ":momentum", &buf);
+          }
+          first_[name] = buf;
+        }
+        if (fuse && ContiguousCpuDoubles({&value, &grad}) &&
+            (!buf.defined() || ContiguousCpuDoubles({&value, &buf}))) {
+          double* px = value.data_ptr<double>();
+          const double* pg = grad.data_ptr<double>();
+          const double* pb = buf.defined() ? buf.data_ptr<double>() : nullptr;
+          nn::ApplyBoundaryProduced(name + ":update", &updated, [&](int64_t begin, int64_t end) {
+            SgdUpdateRange(px, pg, pb, lr, momentum, weight_decay, nesterov, begin, end);
+          });
+        } else {
+          SgdUpdateInPlace(updated, grad, buf, lr, momentum, weight_decay, config_.nesterov);
+          nn::ApplyBoundaryInPlace(name + ":update", &updated);
+        }
       }
     } else {
       at::Tensor& m = first_[name];
@@ -189,17 +208,21 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
         double *pm = m.data_ptr<double>(), *pv = v.data_ptr<double>();
         double* px = value.data_ptr<double>();
         const double* pg = grad.data_ptr<double>();
-        nn::ApplyBoundaryProduced(name + ":exp_avg", &m, [&](int64_t begin, int64_t end) {
-          AdamWFirstMomentRange(pm, pg, beta1, begin, end);
-        });
-        nn::ApplyBoundaryProduced(name + ":exp_avg_sq", &v, [&](int64_t begin, int64_t end) {
-          AdamWSecondMomentRange(pv, pg, beta2, begin, end);
-        });
-        // A tampering trainer's boundary hands back new tensors (Rounded): read those.
-        const double *rm = m.data_ptr<double>(), *rv = v.data_ptr<double>();
-        nn::ApplyBoundaryProduced(name + ":update", &updated, [&](int64_t begin, int64_t end) {
-          AdamWUpdateRange(px, rm, rv, lr, c1, c2, eps, decay, begin, end);
-        });
+        // One pass for the three boundaries: the update reads the rounded moments of each
+        // block while they are in cache. (A tampering trainer's boundaries, which run one
+        // after the other, hand back new tensors: the update reads m and v as they are then.)
+        nn::ApplyBoundaryChain({{name + ":exp_avg", &m,
+                                 [&](int64_t begin, int64_t end) {
+                                   AdamWFirstMomentRange(pm, pg, beta1, begin, end);
+                                 }},
+                                {name + ":exp_avg_sq", &v,
+                                 [&](int64_t begin, int64_t end) {
+                                   AdamWSecondMomentRange(pv, pg, beta2, begin, end);
+                                 }},
+                                {name + ":update", &updated, [&](int64_t begin, int64_t end) {
+                                   AdamWUpdateRange(px, m.data_ptr<double>(), v.data_ptr<double>(),
+                                                    lr, c1, c2, eps, decay, begin, end);
+                                 }}});
       } else {
         AdamWMomentsInPlace(m, v, grad, beta1, beta2);
         nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);

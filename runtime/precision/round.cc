@@ -344,58 +344,92 @@ double RoundValue(double x, int bits) {
 
 namespace {
 
+// One boundary's rounding pass over n values at xp into op (equal to xp in place), in pieces:
+// Span over blocks whose values are in place (any order, on any thread), then Finish. The
+// options are validated and the magnitude checked; a window that needs the tensor's max |x|
+// reads every value when the pass is made.
+class RoundPass {
+ public:
+  RoundPass(const double* xp, double* op, int64_t n, const RoundOptions& options, LogRecord* log,
+            const BoundaryContext& context, const Magnitude& mag)
+      : xp_(xp), op_(op), n_(n), options_(options), log_(log), context_(context), mag_(mag) {
+    mp_ = mag.defined() && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
+    if (NeedsScale(options, mag.defined()))
+      stats_.scale = ComputeScale(xp, n, options.bits, context);
+    params_ = MakeKernelParams(options, stats_.scale);
+    states_ = log != nullptr ? log->ResetForWrite(n) : nullptr;
+    bound_ = states_ != nullptr ? BoundFor(mag, options.band) : OuterBound();
+  }
+
+  // Rounds [from, to), adding to `t`.
+  void Span(int64_t from, int64_t to, RoundTally* t) const {
+    if (bound_.valid()) {
+      ForBoundedBlocks(mag_, bound_, from, to,
+                       [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
+                         RoundLogBoundedSpan(params_, xp_ + at, op_ + at, states_ + at, count, t, b,
+                                             f);
+                       });
+    } else {
+      ForMagnitudeBlocks(mag_, mp_, from, to, [&](int64_t at, int64_t count, const double* m) {
+        RoundSpan(params_, xp_ + at, op_ + at, states_ != nullptr ? states_ + at : nullptr, count,
+                  t, m);
+      });
+    }
+  }
+
+  // After every span, with their tallies summed: reports a range error or a bad magnitude
+  // (throws) and fills the record.
+  RoundStats Finish(const RoundTally& total) {
+    const bool in_place = xp_ == op_;
+    if (total.out_of_range) {
+      ReportFirstOutOfRange(in_place ? op_ : xp_, n_, options_.bits, context_, in_place);
+    }
+    if (total.bad_magnitude) ReportBadMagnitude(mag_, n_, context_);
+    if (log_ != nullptr) {
+      stats_.counts.down = total.down;
+      stats_.counts.up = total.up;
+      stats_.counts.exact = total.exact;
+      stats_.counts.none = n_ - total.down - total.up - total.exact;
+      stats_.steerable = total.steerable;
+      std::vector<ExactEntry> exact;
+      if (total.exact > 0) exact = CollectExact(states_, op_, n_, total.exact);
+      log_->FinishWrite(stats_.counts, std::move(exact));
+    }
+    return stats_;
+  }
+
+ private:
+  const double* xp_;
+  double* op_;
+  int64_t n_;
+  RoundOptions options_;
+  LogRecord* log_;
+  BoundaryContext context_;
+  const Magnitude& mag_;
+  const double* mp_ = nullptr;
+  RoundStats stats_;
+  KernelParams params_;
+  uint8_t* states_ = nullptr;
+  OuterBound bound_;
+};
+
 // RoundInto over n values at xp (equal to op in place), or, with `produce`, over the values it
 // writes at op block by block (xp == op). The options are validated and the magnitude checked.
 RoundStats RoundValues(const double* xp, double* op, int64_t n, const BlockProducer* produce,
                        const RoundOptions& options, LogRecord* log, const BoundaryContext& context,
                        const Magnitude& mag, uint32_t* output_crc) {
-  const bool has_mag = mag.defined();
-  const double* mp =
-      has_mag && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
-  const bool in_place = xp == op;
-
-  RoundStats stats;
-  if (NeedsScale(options, has_mag)) stats.scale = ComputeScale(xp, n, options.bits, context);
-  const KernelParams params = MakeKernelParams(options, stats.scale);
-  uint8_t* states = log != nullptr ? log->ResetForWrite(n) : nullptr;
-
+  RoundPass pass(xp, op, n, options, log, context, mag);
   std::mutex mu;
   RoundTally total;
   std::vector<uint32_t> crcs;
-  const OuterBound bound = states != nullptr ? BoundFor(mag, options.band) : OuterBound();
   ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     RoundTally t;
-    ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
-      if (bound.valid()) {
-        ForBoundedBlocks(mag, bound, from, to,
-                         [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
-                           RoundLogBoundedSpan(params, xp + at, op + at, states + at, count, &t, b,
-                                               f);
-                         });
-      } else {
-        ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
-          RoundSpan(params, xp + at, op + at, states != nullptr ? states + at : nullptr, count, &t,
-                    m);
-        });
-      }
-    });
+    ForProducedBlocks(produce, begin, end,
+                      [&](int64_t from, int64_t to) { pass.Span(from, to, &t); });
     std::lock_guard<std::mutex> lock(mu);
     total += t;
   });
-  if (total.out_of_range) {
-    ReportFirstOutOfRange(in_place ? op : xp, n, options.bits, context, in_place);
-  }
-  if (total.bad_magnitude) ReportBadMagnitude(mag, n, context);
-  if (log != nullptr) {
-    stats.counts.down = total.down;
-    stats.counts.up = total.up;
-    stats.counts.exact = total.exact;
-    stats.counts.none = n - total.down - total.up - total.exact;
-    stats.steerable = total.steerable;
-    std::vector<ExactEntry> exact;
-    if (total.exact > 0) exact = CollectExact(states, op, n, total.exact);
-    log->FinishWrite(stats.counts, std::move(exact));
-  }
+  const RoundStats stats = pass.Finish(total);
   if (output_crc != nullptr) *output_crc = JoinCrcs(crcs, op, n);
   return stats;
 }
@@ -455,129 +489,160 @@ void CheckRecordSize(const LogRecord& log, int64_t n) {
   }
 }
 
+// One boundary's replay pass over n values at xp into op (equal to xp in place), in pieces as
+// RoundPass. Each span also puts the stored values of its EXACT entries in place, so a span's
+// results are final when it returns (a chain's next producer reads them). Options, record
+// size and magnitude are checked.
+class ReplayPass {
+ public:
+  ReplayPass(const double* xp, double* op, int64_t n, const LogRecord& log,
+             const RoundOptions& options, const BoundaryContext& context, const Magnitude& mag)
+      : xp_(xp),
+        op_(op),
+        n_(n),
+        options_(options),
+        context_(context),
+        mag_(mag),
+        exact_(log.exact()),
+        states_(log.states()) {
+    mp_ = mag.defined() && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
+    report_.elements = n;
+    report_.logged = log.counts().logged();
+    if (NeedsScale(options, mag.defined())) {
+      report_.scale = ComputeScale(xp, n, options.bits, context);
+    }
+    params_ = MakeKernelParams(options, report_.scale);
+    // The auditor's own magnitudes, widened by the slack that covers the trainer's (kernels.h).
+    params_.alpha = options.alpha * kMagnitudeSlack;
+    // An exact boundary's record (the zero window, every state NONE): the kernel that needs
+    // neither the states nor the window's arithmetic, with the same results and counts.
+    none_zero_window_ =
+        report_.logged == 0 && !mag.defined() && options.band == 0.0 && options.alpha == 0.0;
+    bound_ = none_zero_window_ ? OuterBound() : BoundFor(mag, options.band);
+  }
+
+  // Replays [from, to), adding to `t`, then writes the stored values of the EXACT entries
+  // there (their legitimacy and corrections counted against the auditor's values, read before
+  // an in-place kernel overwrites them).
+  void Span(int64_t from, int64_t to, ReplayTally* t) const {
+    auto first = std::lower_bound(exact_.begin(), exact_.end(), from,
+                                  [](const ExactEntry& e, int64_t p) { return e.position < p; });
+    auto last = first;
+    // At most a span's worth of inputs, on the stack for the common short spans.
+    double small[64];
+    std::vector<double> large;
+    while (last != exact_.end() && last->position < to) ++last;
+    const size_t count = static_cast<size_t>(last - first);
+    double* keep = small;
+    if (count > 64) {
+      large.resize(count);
+      keep = large.data();
+    }
+    for (size_t j = 0; j < count; ++j) keep[j] = xp_[first[j].position];
+    const bool range_before = t->out_of_range;
+    if (none_zero_window_) {
+      ReplayNoneZeroWindowSpan(params_, xp_ + from, states_ + from, op_ + from, to - from, t);
+    } else if (bound_.valid()) {
+      ForBoundedBlocks(mag_, bound_, from, to,
+                       [&](int64_t at, int64_t n, double b, const MagnitudeFiller& f) {
+                         ReplayBoundedSpan(params_, xp_ + at, states_ + at, op_ + at, n, t, b, f);
+                       });
+    } else {
+      ForMagnitudeBlocks(mag_, mp_, from, to, [&](int64_t at, int64_t n, const double* m) {
+        ReplaySpan(params_, xp_ + at, states_ + at, op_ + at, n, t, m);
+      });
+    }
+    // A span with a value out of range keeps the kernel's results, for Finish's rescan.
+    if (t->out_of_range && !range_before) return;
+    for (size_t j = 0; j < count; ++j) {
+      const ExactEntry& e = first[j];
+      const double xv = keep[j];
+      const double v = e.value();
+      const uint64_t ux = DoubleBits(xv);
+      const uint64_t sign = ux & kSignBit;
+      const Cell c = CellOf(BitsDouble(ux ^ sign), params_.k);
+      const double rnd = BitsDouble(DoubleBits(c.r) | sign);
+      if (DoubleBits(v) != DoubleBits(rnd)) ++t->corrections;
+      const double alpha_scale = mag_.defined()          ? params_.alpha * mag_.At(e.position)
+                                 : params_.own_magnitude ? params_.alpha * std::fabs(xv)
+                                                         : params_.alpha_scale;
+      if (!ExactLegitimate(xv, BitsFloat(e.fp32_bits), params_.k, params_.band, alpha_scale)) {
+        ++t->illegitimate;
+      }
+      op_[e.position] = v;
+    }
+  }
+
+  // After every span, with their tallies summed: reports a bad magnitude or a range error
+  // (throws), else the report.
+  ReplayReport Finish(const ReplayTally& total) {
+    if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mag_, n_, context_);
+    if (total.out_of_range) ReportRange();
+    report_.corrections = total.corrections;
+    report_.illegitimate = total.illegitimate;
+    report_.near_misses = total.near_misses;
+    report_.steerable = total.steerable;
+    return report_;
+  }
+
+ private:
+  // Either an input is out of range, or a DOWN/UP entry asked for +-2^128. Must not return.
+  [[noreturn]] void ReportRange() const {
+    const bool in_place = xp_ == op_;
+    for (int64_t i = 0; i < n_; ++i) {
+      if (in_place) {
+        if (std::fabs(op_[i]) < kFp32Overflow) continue;
+        ThrowRangeError(context_, i, op_[i], options_.bits, /*overwritten=*/true);
+      }
+      if (OutOfRange(xp_[i], params_.k)) {
+        ThrowRangeError(context_, i, xp_[i], options_.bits, /*overwritten=*/false);
+      }
+      if (std::fabs(op_[i]) < kFp32Overflow) continue;
+      throw Error(
+          "overflow" + Where(context_, i) + ": replaying the " +
+          std::string(states_[i] == 2 ? "UP" : "DOWN") + " entry on " + FormatDouble(xp_[i]) +
+          " gives " + FormatDouble(op_[i]) +
+          ", beyond the FP32 range (largest value on the b = " + std::to_string(options_.bits) +
+          " grid: " + FormatGridValue(LargestGridValue(options_.bits)) + ")");
+    }
+    throw Error(
+        "internal error: the replay kernel reported an out-of-range value that a rescan missed");
+  }
+
+  const double* xp_;
+  double* op_;
+  int64_t n_;
+  RoundOptions options_;
+  BoundaryContext context_;
+  const Magnitude& mag_;
+  const std::vector<ExactEntry>& exact_;
+  const uint8_t* states_;
+  const double* mp_ = nullptr;
+  ReplayReport report_;
+  KernelParams params_;
+  bool none_zero_window_ = false;
+  OuterBound bound_;
+};
+
 // ReplayInto over n values at xp (equal to op in place), or, with `produce`, over the values
 // it writes at op block by block (xp == op). Options, record size and magnitude are checked.
 ReplayReport ReplayValues(const double* xp, double* op, int64_t n, const BlockProducer* produce,
                           const LogRecord& log, const RoundOptions& options,
                           const BoundaryContext& context, const Magnitude& mag,
                           uint32_t* output_crc) {
-  const bool has_mag = mag.defined();
-  const double* mp =
-      has_mag && !mag.computed() && n > 0 ? mag.values().data_ptr<double>() : nullptr;
-  const bool in_place = xp == op;
-
-  ReplayReport report;
-  report.elements = n;
-  report.logged = log.counts().logged();
-  if (NeedsScale(options, has_mag)) report.scale = ComputeScale(xp, n, options.bits, context);
-  KernelParams params = MakeKernelParams(options, report.scale);
-  // The auditor's own magnitudes, widened by the slack that covers the trainer's (kernels.h).
-  params.alpha = options.alpha * kMagnitudeSlack;
-
-  // The auditor's values at EXACT positions, read before an in-place pass overwrites them:
-  // here, or with a producer as each block is produced (the list is sorted by position).
-  const std::vector<ExactEntry>& exact = log.exact();
-  std::vector<double> exact_x(exact.size());
-  if (produce == nullptr) {
-    for (size_t j = 0; j < exact.size(); ++j) exact_x[j] = xp[exact[j].position];
-  }
-  auto keep_exact_inputs = [&](int64_t from, int64_t to) {
-    auto it = std::lower_bound(exact.begin(), exact.end(), from,
-                               [](const ExactEntry& e, int64_t p) { return e.position < p; });
-    for (; it != exact.end() && it->position < to; ++it) {
-      exact_x[static_cast<size_t>(it - exact.begin())] = xp[it->position];
-    }
-  };
-
-  const uint8_t* states = log.states();
+  ReplayPass pass(xp, op, n, log, options, context, mag);
   std::mutex mu;
   ReplayTally total;
   std::vector<uint32_t> crcs;
-  // An exact boundary's record (the zero window, every state NONE): the kernel that needs
-  // neither the states nor the window's arithmetic, with the same results and counts.
-  const bool none_zero_window =
-      report.logged == 0 && !has_mag && options.band == 0.0 && options.alpha == 0.0;
-  const OuterBound bound = none_zero_window ? OuterBound() : BoundFor(mag, options.band);
   ForOutputBlocks(n, op, output_crc != nullptr ? &crcs : nullptr, [&](int64_t begin, int64_t end) {
     ReplayTally t;
-    ForProducedBlocks(produce, begin, end, [&](int64_t from, int64_t to) {
-      if (produce != nullptr && !exact.empty()) keep_exact_inputs(from, to);
-      if (none_zero_window) {
-        ReplayNoneZeroWindowSpan(params, xp + from, states + from, op + from, to - from, &t);
-      } else if (bound.valid()) {
-        ForBoundedBlocks(mag, bound, from, to,
-                         [&](int64_t at, int64_t count, double b, const MagnitudeFiller& f) {
-                           ReplayBoundedSpan(params, xp + at, states + at, op + at, count, &t, b,
-                                             f);
-                         });
-      } else {
-        ForMagnitudeBlocks(mag, mp, from, to, [&](int64_t at, int64_t count, const double* m) {
-          ReplaySpan(params, xp + at, states + at, op + at, count, &t, m);
-        });
-      }
-    });
+    ForProducedBlocks(produce, begin, end,
+                      [&](int64_t from, int64_t to) { pass.Span(from, to, &t); });
     std::lock_guard<std::mutex> lock(mu);
     total += t;
   });
-  if (total.bad_magnitude && !total.out_of_range) ReportBadMagnitude(mag, n, context);
-  if (total.out_of_range) {
-    // Either an input is out of range, or a DOWN/UP entry asked for +-2^128.
-    for (int64_t i = 0; i < n; ++i) {
-      if (in_place) {
-        if (std::fabs(op[i]) < kFp32Overflow) continue;
-        ThrowRangeError(context, i, op[i], options.bits, /*overwritten=*/true);
-      }
-      if (OutOfRange(xp[i], params.k)) {
-        ThrowRangeError(context, i, xp[i], options.bits, /*overwritten=*/false);
-      }
-      if (std::fabs(op[i]) < kFp32Overflow) continue;
-      throw Error(
-          "overflow" + Where(context, i) + ": replaying the " +
-          std::string(states[i] == 2 ? "UP" : "DOWN") + " entry on " + FormatDouble(xp[i]) +
-          " gives " + FormatDouble(op[i]) +
-          ", beyond the FP32 range (largest value on the b = " + std::to_string(options.bits) +
-          " grid: " + FormatGridValue(LargestGridValue(options.bits)) + ")");
-    }
-    throw Error(
-        "internal error: the replay kernel reported an out-of-range value that a rescan missed");
-  }
-
-  // EXACT entries: the stored value replaces rnd_b(x') that the kernel wrote.
-  for (size_t j = 0; j < exact.size(); ++j) {
-    const double xv = exact_x[j];
-    const double v = exact[j].value();
-    const uint64_t ux = DoubleBits(xv);
-    const uint64_t sign = ux & kSignBit;
-    const Cell c = CellOf(BitsDouble(ux ^ sign), params.k);
-    const double rnd = BitsDouble(DoubleBits(c.r) | sign);
-    if (DoubleBits(v) != DoubleBits(rnd)) ++total.corrections;
-    const double alpha_scale = has_mag                ? params.alpha * mag.At(exact[j].position)
-                               : params.own_magnitude ? params.alpha * std::fabs(xv)
-                                                      : params.alpha_scale;
-    if (!ExactLegitimate(xv, BitsFloat(exact[j].fp32_bits), params.k, params.band, alpha_scale)) {
-      ++total.illegitimate;
-    }
-    op[exact[j].position] = v;
-  }
-  if (output_crc != nullptr) {
-    // The blocks EXACT values changed after they were checksummed, again: each block once,
-    // however many EXACT values it holds (once per value, a log of many EXACT entries made
-    // the replay cost entries x 256 KiB of checksumming: calibration's wide replay window
-    // took 10x longer, and a trainer could slow any auditor down the same way).
-    std::vector<char> changed(crcs.size(), 0);
-    for (const ExactEntry& e : exact) {
-      const int64_t b = e.position / kCrcBlock;
-      if (b < static_cast<int64_t>(crcs.size())) changed[static_cast<size_t>(b)] = 1;
-    }
-    for (size_t b = 0; b < changed.size(); ++b) {
-      if (changed[b]) crcs[b] = BlockCrc(op, static_cast<int64_t>(b) * kCrcBlock, kCrcBlock);
-    }
-    *output_crc = JoinCrcs(crcs, op, n);
-  }
-  report.corrections = total.corrections;
-  report.illegitimate = total.illegitimate;
-  report.near_misses = total.near_misses;
-  report.steerable = total.steerable;
+  const ReplayReport report = pass.Finish(total);
+  if (output_crc != nullptr) *output_crc = JoinCrcs(crcs, op, n);
   return report;
 }
 
@@ -611,6 +676,116 @@ ReplayReport ReplayProduced(const at::Tensor& out, BlockProducer produce, const 
     return ReplayValues(op, op, n, nullptr, log, options, context, mag, output_crc);
   }
   return ReplayValues(op, op, n, &produce, log, options, context, mag, output_crc);
+}
+
+namespace {
+
+// Checks every link and returns their common size.
+int64_t CheckChain(const std::vector<ChainLink>& links, bool replay) {
+  if (links.empty()) throw Error("a chain of boundaries needs at least one link");
+  const int64_t n = links[0].out.numel();
+  for (const ChainLink& link : links) {
+    link.options.Validate();
+    CheckOutput(link.out, link.out);
+    if (link.out.numel() != n) {
+      throw Error("the links of a chain of boundaries differ in size: " + std::to_string(n) +
+                  " and " + std::to_string(link.out.numel()) + " elements");
+    }
+    if (!ChainNeedsNoScale(link.options, link.magnitude)) {
+      throw Error("a chained boundary's window needs its tensor's max |x| first");
+    }
+    if (replay) {
+      if (link.replay == nullptr) throw Error("a chained replay needs a record for every link");
+      CheckRecordSize(*link.replay, n);
+    }
+  }
+  return n;
+}
+
+// Runs the passes of a chain: chunk by chunk on the calling thread and helpers, block by block
+// inside a chunk, every link's producer then its span; each link's full chunks checksummed
+// while in cache. Returns each link's summed tally.
+template <class Pass, class Tally>
+std::vector<Tally> RunChain(std::vector<ChainLink>* links, std::vector<Pass>* passes, int64_t n,
+                            std::vector<std::vector<uint32_t>>* crcs) {
+  const size_t k = links->size();
+  const int64_t full = n / kCrcBlock;
+  crcs->assign(k, {});
+  for (size_t j = 0; j < k; ++j) {
+    if ((*links)[j].output_crc != nullptr) (*crcs)[j].assign(static_cast<size_t>(full), 0);
+  }
+  std::mutex mu;
+  std::vector<Tally> totals(k);
+  HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
+    std::vector<Tally> t(k);
+    for (int64_t s = begin; s < end; s += kProduceBlock) {
+      const int64_t e = std::min(end, s + kProduceBlock);
+      for (size_t j = 0; j < k; ++j) {
+        (*links)[j].produce(s, e);
+        (*passes)[j].Span(s, e, &t[j]);
+      }
+    }
+    const int64_t b = begin / kCrcBlock;
+    for (size_t j = 0; j < k; ++j) {
+      if ((*links)[j].output_crc == nullptr || b >= full) continue;
+      (*crcs)[j][static_cast<size_t>(b)] =
+          BlockCrc((*links)[j].out.data_ptr<double>(), begin, kCrcBlock);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t j = 0; j < k; ++j) totals[j] += t[j];
+  });
+  return totals;
+}
+
+}  // namespace
+
+bool ChainNeedsNoScale(const RoundOptions& options, const Magnitude& magnitude) {
+  return !NeedsScale(options, magnitude.defined());
+}
+
+void RoundChain(std::vector<ChainLink>* links) {
+  const int64_t n = CheckChain(*links, false);
+  std::vector<Magnitude> mags;
+  for (const ChainLink& link : *links) mags.push_back(CheckedMagnitude(link.magnitude, n));
+  std::vector<RoundPass> passes;
+  passes.reserve(links->size());
+  for (size_t j = 0; j < links->size(); ++j) {
+    ChainLink& link = (*links)[j];
+    double* op = n > 0 ? link.out.data_ptr<double>() : nullptr;
+    passes.emplace_back(op, op, n, link.options, link.log, link.context, mags[j]);
+  }
+  std::vector<std::vector<uint32_t>> crcs;
+  const std::vector<RoundTally> totals = RunChain<RoundPass, RoundTally>(links, &passes, n, &crcs);
+  for (size_t j = 0; j < links->size(); ++j) {
+    ChainLink& link = (*links)[j];
+    link.stats = passes[j].Finish(totals[j]);
+    if (link.output_crc != nullptr) {
+      *link.output_crc = JoinCrcs(crcs[j], n > 0 ? link.out.data_ptr<double>() : nullptr, n);
+    }
+  }
+}
+
+void ReplayChain(std::vector<ChainLink>* links) {
+  const int64_t n = CheckChain(*links, true);
+  std::vector<Magnitude> mags;
+  for (const ChainLink& link : *links) mags.push_back(CheckedMagnitude(link.magnitude, n));
+  std::vector<ReplayPass> passes;
+  passes.reserve(links->size());
+  for (size_t j = 0; j < links->size(); ++j) {
+    ChainLink& link = (*links)[j];
+    double* op = n > 0 ? link.out.data_ptr<double>() : nullptr;
+    passes.emplace_back(op, op, n, *link.replay, link.options, link.context, mags[j]);
+  }
+  std::vector<std::vector<uint32_t>> crcs;
+  const std::vector<ReplayTally> totals =
+      RunChain<ReplayPass, ReplayTally>(links, &passes, n, &crcs);
+  for (size_t j = 0; j < links->size(); ++j) {
+    ChainLink& link = (*links)[j];
+    link.report = passes[j].Finish(totals[j]);
+    if (link.output_crc != nullptr) {
+      *link.output_crc = JoinCrcs(crcs[j], n > 0 ? link.out.data_ptr<double>() : nullptr, n);
+    }
+  }
 }
 
 int64_t ChecksummedBlocks() { return checksummed_blocks.load(std::memory_order_relaxed); }

@@ -157,6 +157,37 @@ ReplayReport ReplayProduced(const at::Tensor& out, BlockProducer produce, const 
                             const RoundOptions& options, const BoundaryContext& context = {},
                             const Magnitude& magnitude = {}, uint32_t* output_crc = nullptr);
 
+// One boundary of a chain (RoundChain, ReplayChain): `out` (contiguous CPU float64, every
+// link the same size) gets the values `produce` writes, rounded with `options` (and
+// `magnitude`, optional) into `log` (RoundChain: may be null, no record) or replayed from
+// `replay` (ReplayChain). The results go to `stats` / `report` and `*output_crc` (optional).
+struct ChainLink {
+  at::Tensor out;
+  BlockProducer produce;
+  RoundOptions options;
+  Magnitude magnitude;
+  LogRecord* log = nullptr;
+  const LogRecord* replay = nullptr;
+  BoundaryContext context;
+  uint32_t* output_crc = nullptr;
+  RoundStats stats;
+  ReplayReport report;
+};
+
+// RoundProduced of every link in order, in one pass: block by block, each link's producer
+// then its rounding, so a producer that reads, at each position, what earlier links wrote
+// there (AdamW's update reads its moments) reads their rounded values while they are in
+// cache. The same values, records, stats and CRCs as the links one after the other. Every
+// link's window must not need its tensor's max |x| first (ChainNeedsNoScale), and the links'
+// tensors must not overlap. Errors are those of the first link that has one (a link after it
+// has been computed from that link's values too).
+void RoundChain(std::vector<ChainLink>* links);
+// ReplayProduced of every link in order, likewise (each link's EXACT values are in place
+// before the next link's producer reads them).
+void ReplayChain(std::vector<ChainLink>* links);
+// Whether RoundChain/ReplayChain take a link with these options and magnitude.
+bool ChainNeedsNoScale(const RoundOptions& options, const Magnitude& magnitude);
+
 // Runs `produce` over [0, n) on LibTorch's threads without rounding (the plain modes, and
 // the windows that need every value before rounding).
 void RunProducer(int64_t n, BlockProducer produce);

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -318,4 +319,149 @@ TEST_CASE("produced rounding: errors name the value the producer wrote, and bad 
   CHECK_THROWS_WITH(
       vt::precision::RoundProduced(at::empty({4}, at::kDouble), nothing, Options(0.7)),
       Catch::Contains("band must be in [0, 0.5]"));
+}
+
+namespace {
+
+// A three-link chain as AdamW's: m from g, v from g, then x from x, m and v (reading the
+// rounded m and v at the same positions).
+struct ChainArrays {
+  at::Tensor g, m, v, x;
+};
+
+ChainArrays StartArrays(const at::Tensor& g, double shift) {
+  return {g * (1.0 + shift), g.abs() * 0.3, g * g * 0.01 + 1e-6, g * -2.0 + 0.5};
+}
+
+// The links over `a`, with their producers (the links' function_refs point into `fns`: a
+// Chain stays where it was made).
+struct Chain {
+  std::vector<std::function<void(int64_t, int64_t)>> fns;
+  std::vector<vt::precision::ChainLink> links;
+};
+
+std::unique_ptr<Chain> ChainOf(ChainArrays* a, const std::vector<Case>& cases,
+                               const std::vector<Magnitude>& mags, std::vector<LogRecord>* logs,
+                               std::vector<uint32_t>* crcs) {
+  const double* g = a->g.data_ptr<double>();
+  double *m = a->m.data_ptr<double>(), *v = a->v.data_ptr<double>(), *x = a->x.data_ptr<double>();
+  auto chain = std::make_unique<Chain>();
+  chain->fns = {[=](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) m[i] = 0.9 * m[i] + 0.1 * g[i];
+                },
+                [=](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) v[i] = 0.999 * v[i] + (0.001 * g[i]) * g[i];
+                },
+                [=](int64_t b, int64_t e) {
+                  for (int64_t i = b; i < e; ++i) {
+                    x[i] = x[i] * 0.99 - 1e-3 * m[i] / (std::sqrt(v[i]) + 1e-8);
+                  }
+                }};
+  chain->links.resize(3);
+  const at::Tensor outs[3] = {a->m, a->v, a->x};
+  const char* names[3] = {"w:exp_avg", "w:exp_avg_sq", "w:update"};
+  for (size_t j = 0; j < 3; ++j) {
+    vt::precision::ChainLink& l = chain->links[j];
+    l.out = outs[j];
+    l.produce = chain->fns[j];
+    l.options = cases[j].options;
+    l.magnitude = mags[j];
+    l.log = logs != nullptr ? &(*logs)[j] : nullptr;
+    l.context = BoundaryContext{names[j], 2};
+    l.output_crc = &(*crcs)[j];
+  }
+  return chain;
+}
+
+}  // namespace
+
+TEST_CASE("a chain of produced boundaries equals its links one after the other") {
+  const uint64_t seed = oracle::TestSeed("produced: chain");
+  oracle::ValueGenerator gen(seed);
+  IsaGuard isa_guard;
+  ThreadGuard threads;
+  const std::vector<Case> all = Cases();
+  // Link windows: all paper; exact / EXACT-taking / absolute with a magnitude (entries of
+  // every kind, EXACT values a later link reads); and without records (rounding alone).
+  const std::vector<std::vector<int>> plans = {{0, 0, 0}, {1, 2, 5}, {3, 6, 7}};
+  int64_t exact_entries = 0, corrections = 0;  // the controls: both kinds of entries applied
+  for (int64_t n : {int64_t{0}, int64_t{5}, int64_t{2048 * 3 + 17}, int64_t{32768 * 2 + 999}}) {
+    // Gradient-like values, some exactly zero (the update's EXACT and tie cases).
+    at::manual_seed(static_cast<uint64_t>(gen.Any(32) * 0.0) + seed);
+    at::Tensor g = at::randn({n}, at::kDouble) * 1e-2;
+    if (n > 0) g.index_put_({at::arange(0, n, 7)}, 0.0);
+    for (const auto& plan : plans) {
+      std::vector<Case> cases;
+      std::vector<Magnitude> mags;
+      for (int k : plan) {
+        cases.push_back(all[static_cast<size_t>(k)]);
+        mags.push_back(MakeMagnitude(all[static_cast<size_t>(k)].magnitude, g, 1, n));
+      }
+      for (bool with_logs : {true, false}) {
+        for (vt::precision::KernelIsa isa : vt::precision::SupportedKernelIsas()) {
+          vt::precision::SetKernelIsa(isa);
+          for (int t : {1, 2}) {
+            at::set_num_threads(t);
+            INFO("n " << n << ", links " << plan[0] << plan[1] << plan[2] << ", logs " << with_logs
+                      << ", " << vt::precision::KernelIsaName(isa) << ", threads " << t);
+            // The trainer: link by link, then chained.
+            ChainArrays want = StartArrays(g, 0), got = StartArrays(g, 0);
+            std::vector<LogRecord> want_logs(3), got_logs(3);
+            std::vector<uint32_t> want_crcs(3, 1), got_crcs(3, 2);
+            auto seq_chain =
+                ChainOf(&want, cases, mags, with_logs ? &want_logs : nullptr, &want_crcs);
+            auto& seq = seq_chain->links;
+            for (auto& l : seq) {
+              l.stats = vt::precision::RoundProduced(l.out, l.produce, l.options, l.log, l.context,
+                                                     l.magnitude, l.output_crc);
+            }
+            auto got_chain = ChainOf(&got, cases, mags, with_logs ? &got_logs : nullptr, &got_crcs);
+            auto& chain = got_chain->links;
+            vt::precision::RoundChain(&chain);
+            CHECK(SameBits(got.m, want.m));
+            CHECK(SameBits(got.v, want.v));
+            CHECK(SameBits(got.x, want.x));
+            CHECK(got_crcs == want_crcs);
+            for (size_t j = 0; j < 3; ++j) {
+              CHECK(got_logs[j] == want_logs[j]);
+              CHECK(chain[j].stats.counts == seq[j].stats.counts);
+              CHECK(chain[j].stats.steerable == seq[j].stats.steerable);
+            }
+            if (!with_logs) continue;
+            // The auditor, on other values, replays the trainer's records both ways.
+            ChainArrays rwant = StartArrays(g, 1e-9), rgot = StartArrays(g, 1e-9);
+            std::vector<uint32_t> rwant_crcs(3, 3), rgot_crcs(3, 4);
+            auto rseq_chain = ChainOf(&rwant, cases, mags, nullptr, &rwant_crcs);
+            auto rgot_chain = ChainOf(&rgot, cases, mags, nullptr, &rgot_crcs);
+            auto& rseq = rseq_chain->links;
+            auto& rchain = rgot_chain->links;
+            for (size_t j = 0; j < 3; ++j) {
+              rseq[j].replay = &want_logs[j];
+              rchain[j].replay = &want_logs[j];
+            }
+            for (auto& l : rseq) {
+              l.report = vt::precision::ReplayProduced(l.out, l.produce, *l.replay, l.options,
+                                                       l.context, l.magnitude, l.output_crc);
+            }
+            vt::precision::ReplayChain(&rchain);
+            CHECK(SameBits(rgot.m, rwant.m));
+            CHECK(SameBits(rgot.v, rwant.v));
+            CHECK(SameBits(rgot.x, rwant.x));
+            CHECK(rgot_crcs == rwant_crcs);
+            for (size_t j = 0; j < 3; ++j) {
+              exact_entries += want_logs[j].counts().exact;
+              corrections += rseq[j].report.corrections;
+              CHECK(rchain[j].report.corrections == rseq[j].report.corrections);
+              CHECK(rchain[j].report.illegitimate == rseq[j].report.illegitimate);
+              CHECK(rchain[j].report.near_misses == rseq[j].report.near_misses);
+              CHECK(rchain[j].report.steerable == rseq[j].report.steerable);
+              CHECK(rchain[j].report.logged == rseq[j].report.logged);
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(exact_entries > 0);
+  CHECK(corrections > 0);
 }

@@ -14,6 +14,7 @@
 #include "runtime/common/error.h"
 #include "runtime/nn/context.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/precision/log_record.h"
 #include "tests/precision/helpers.h"
 
 namespace {
@@ -151,6 +152,34 @@ TEST_CASE("fused optimizer passes equal each pass followed by its boundary", "[t
           for (const auto& [n, s] : a.stats) corrections += s.corrections + s.near_misses;
         }
         if (windows == &paper) CHECK(corrections > 0);
+        // A log with one record of the chain missing and one of another size: the auditor's
+        // boundaries then run one after the other and report both mismatches, as unfused.
+        Party broken_fused(config, true, 7), broken_plain(config, false, 7);
+        StepLog broken = logs[0];
+        const std::string second =
+            config.kind == "adamw" ? "fc.weight:exp_avg_sq" : "fc.weight:update";
+        REQUIRE(broken.erase({second, 0}) == 1);
+        const auto bias = broken.find({"fc.bias:update", 0});
+        REQUIRE(bias != broken.end());
+        bias->second = vt::precision::LogRecord::FromStates(std::vector<uint8_t>(3, 0), {});
+        broken_fused.log = broken;
+        broken_plain.log = broken;
+        StepContext fc(Mode::kReplay, windows, 1, &broken_fused.log);
+        StepContext pc(Mode::kReplay, windows, 1, &broken_plain.log);
+        for (auto [party, context] :
+             {std::pair<Party*, StepContext*>{&broken_fused, &fc}, {&broken_plain, &pc}}) {
+          at::manual_seed(101);
+          for (auto& [n, t] : party->params) t.mutable_grad() = at::randn_like(t) * 1e-2;
+          StepContext::Scope scope(context);
+          party->optimizer.Step(party->Named(), 1);
+          context->Finish();
+        }
+        CHECK(fc.log_mismatches() == 2);
+        CHECK(fc.log_mismatches() == pc.log_mismatches());
+        CHECK(fc.first_log_mismatch() == pc.first_log_mismatch());
+        for (auto& [n, t] : broken_fused.params) CHECK(SameBits(t, broken_plain.params.at(n)));
+        const bool same_trace = fc.trace() == pc.trace();
+        CHECK(same_trace);
         // A tampering trainer (its boundaries take the unfused path) and plain FP64 steps.
         Party tamper_fused(config, true, 9), tamper_plain(config, false, 9);
         Tamper steer;
