@@ -306,7 +306,8 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
     Plan& p = plans[j];
     p.name = prefix_ + l.boundary;
     bool agreed = false;
-    p.options = OptionsFor(p.name, OfferedMagnitudeFor(*l.x), &p.magnitude, &agreed, &p.counted);
+    p.options = OptionsFor(p.name, l.magnitude.defined() ? l.magnitude : OfferedMagnitudeFor(*l.x),
+                           &p.magnitude, &agreed, &p.counted);
     const bool captures =
         capture_ != nullptr && (capture_kinds_ >> static_cast<int>(KindOf(p.name)) & 1u) != 0;
     joins = l.x->numel() == links[0].x->numel() && !captures &&
@@ -320,7 +321,7 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
     }
   }
   if (!joins) {
-    for (ProducedLink& l : links) ApplyProduced(l.boundary, l.x, l.produce);
+    for (ProducedLink& l : links) ApplyProduced(l.boundary, l.x, l.produce, l.magnitude);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -867,9 +868,10 @@ void AddGradMagnitude(const at::Tensor& parameter, precision::Magnitude magnitud
   if (c != nullptr) c->AddGradMagnitude(parameter, std::move(magnitude));
 }
 
-void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x) {
+void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x,
+                          const precision::Magnitude& magnitude) {
   StepContext* c = StepContext::Current();
-  if (c != nullptr) c->ApplyInPlace(boundary, x);
+  if (c != nullptr) c->ApplyInPlace(boundary, x, magnitude);
 }
 
 void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,

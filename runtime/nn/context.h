@@ -234,6 +234,7 @@ class StepContext {
     std::string boundary;
     at::Tensor* x;
     precision::BlockProducer produce;
+    precision::Magnitude magnitude = {};  // as ApplyProduced's
   };
   void ApplyProducedChain(std::vector<ProducedLink> links);
   // Whether boundaries change values in this mode (rounded, logging, replay), so that an op
@@ -443,7 +444,8 @@ at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32
 // ApplyGradient of the current context (identity when there is none).
 at::Tensor ApplyGradientBoundary(const std::string& boundary, const at::Tensor& grad, int32_t call);
 // ApplyInPlace of the current context (nothing when there is none).
-void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x);
+void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x,
+                          const precision::Magnitude& magnitude = {});
 // ApplyProduced of the current context (without one, `produce` runs over the whole tensor).
 void ApplyBoundaryProduced(const std::string& boundary, at::Tensor* x,
                            precision::BlockProducer produce);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "runtime/common/error.h"
 #include "runtime/common/threads.h"
@@ -42,7 +44,9 @@ double TimeArm(const OptimizerConfig& config, int64_t n, int repeats, nn::Mode m
     const auto start = std::chrono::steady_clock::now();
     {
       nn::StepContext::Scope scope(&context);
-      optimizer.Step({{"w", &w}}, step);
+      // The gradient's boundary goes with the update's, as a training step's does.
+      const std::vector<std::optional<precision::Magnitude>> grads(1, precision::Magnitude());
+      optimizer.Step({{"w", &w}}, step, &grads);
     }
     context.Finish();
     const double s =

@@ -131,7 +131,12 @@ std::vector<std::pair<std::string, at::Tensor*>> Optimizer::NamedState() {
   return out;
 }
 
-void Optimizer::Step(const NamedTensors& params, int64_t step) {
+void Optimizer::Step(const NamedTensors& params, int64_t step,
+                     const std::vector<std::optional<precision::Magnitude>>* grad_boundaries) {
+  if (grad_boundaries != nullptr && grad_boundaries->size() != params.size()) {
+    throw Error("optimizer: " + std::to_string(grad_boundaries->size()) +
+                " gradient boundaries for " + std::to_string(params.size()) + " parameters");
+  }
   InitState(params);
   at::NoGradGuard no_grad;
   const double lr = config_.lr * config_.schedule.Factor(step);
@@ -139,8 +144,30 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
   // (nn::ApplyBoundaryProduced: one pass over memory where there were two); in plain steps the
   // passes run on their own, AdamW's moments together.
   const bool fuse = fuse_boundaries_ && nn::BoundariesRound();
-  for (const auto& [name, p] : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].first;
+    at::Tensor* p = params[i].second;
     at::Tensor grad = p->grad();
+    // The gradient's boundary, when the caller left it here: where the update takes one pass,
+    // with_grad makes it the pass's first link (its values are there already: its producer
+    // writes nothing); elsewhere round_grad gives it its own pass first. The passes after it
+    // read the gradient through `grad` (a tampering trainer's boundary hands back a new one).
+    bool grad_pending =
+        grad_boundaries != nullptr && (*grad_boundaries)[i].has_value() && grad.defined();
+    const precision::Magnitude grad_magnitude =
+        grad_pending ? *(*grad_boundaries)[i] : precision::Magnitude();
+    auto with_grad = [&](std::vector<nn::StepContext::ProducedLink> links) {
+      if (grad_pending && ContiguousCpuDoubles({&grad})) {
+        links.insert(links.begin(),
+                     {name + ":grad", &grad, [](int64_t, int64_t) {}, grad_magnitude});
+        grad_pending = false;
+      }
+      return links;
+    };
+    auto round_grad = [&] {
+      if (grad_pending) nn::ApplyBoundaryInPlace(name + ":grad", &grad, grad_magnitude);
+      grad_pending = false;
+    };
     if (!grad.defined()) grad = at::zeros_like(*p);
     // The update is computed in the parameter's own memory and rounded there; a boundary
     // that hands back another tensor (a tampering trainer's) is copied in.
@@ -159,16 +186,18 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
         at::Tensor& b = first_[name];
         double* pb = b.data_ptr<double>();
         double* px = value.data_ptr<double>();
-        const double* pg = grad.data_ptr<double>();
-        nn::ApplyBoundaryChain({{name + ":momentum", &b,
-                                 [&](int64_t begin, int64_t end) {
-                                   SgdMomentumRange(pb, pg, px, momentum, weight_decay, begin, end);
-                                 }},
-                                {name + ":update", &updated, [&](int64_t begin, int64_t end) {
-                                   SgdUpdateRange(px, pg, b.data_ptr<double>(), lr, momentum,
-                                                  weight_decay, nesterov, begin, end);
-                                 }}});
+        nn::ApplyBoundaryChain(
+            with_grad({{name + ":momentum", &b,
+                        [&](int64_t begin, int64_t end) {
+                          SgdMomentumRange(pb, grad.data_ptr<double>(), px, momentum, weight_decay,
+                                           begin, end);
+                        }},
+                       {name + ":update", &updated, [&](int64_t begin, int64_t end) {
+                          SgdUpdateRange(px, grad.data_ptr<double>(), b.data_ptr<double>(), lr,
+                                         momentum, weight_decay, nesterov, begin, end);
+                        }}}));
       } else {
+        round_grad();
         at::Tensor buf;
         if (momentum > 0) {
           buf = first_[name];
@@ -207,23 +236,24 @@ void Optimizer::Step(const NamedTensors& params, int64_t step) {
       if (fuse && ContiguousCpuDoubles({&value, &m, &v, &grad})) {
         double *pm = m.data_ptr<double>(), *pv = v.data_ptr<double>();
         double* px = value.data_ptr<double>();
-        const double* pg = grad.data_ptr<double>();
         // One pass for the three boundaries: the update reads the rounded moments of each
         // block while they are in cache. (A tampering trainer's boundaries, which run one
         // after the other, hand back new tensors: the update reads m and v as they are then.)
-        nn::ApplyBoundaryChain({{name + ":exp_avg", &m,
-                                 [&](int64_t begin, int64_t end) {
-                                   AdamWFirstMomentRange(pm, pg, beta1, begin, end);
-                                 }},
-                                {name + ":exp_avg_sq", &v,
-                                 [&](int64_t begin, int64_t end) {
-                                   AdamWSecondMomentRange(pv, pg, beta2, begin, end);
-                                 }},
-                                {name + ":update", &updated, [&](int64_t begin, int64_t end) {
-                                   AdamWUpdateRange(px, m.data_ptr<double>(), v.data_ptr<double>(),
-                                                    lr, c1, c2, eps, decay, begin, end);
-                                 }}});
+        nn::ApplyBoundaryChain(
+            with_grad({{name + ":exp_avg", &m,
+                        [&](int64_t begin, int64_t end) {
+                          AdamWFirstMomentRange(pm, grad.data_ptr<double>(), beta1, begin, end);
+                        }},
+                       {name + ":exp_avg_sq", &v,
+                        [&](int64_t begin, int64_t end) {
+                          AdamWSecondMomentRange(pv, grad.data_ptr<double>(), beta2, begin, end);
+                        }},
+                       {name + ":update", &updated, [&](int64_t begin, int64_t end) {
+                          AdamWUpdateRange(px, m.data_ptr<double>(), v.data_ptr<double>(), lr, c1,
+                                           c2, eps, decay, begin, end);
+                        }}}));
       } else {
+        round_grad();
         AdamWMomentsInPlace(m, v, grad, beta1, beta2);
         nn::ApplyBoundaryInPlace(name + ":exp_avg", &m);
         nn::ApplyBoundaryInPlace(name + ":exp_avg_sq", &v);

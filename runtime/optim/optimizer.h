@@ -9,9 +9,12 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/precision/magnitude_source.h"
 
 namespace vt::optim {
 
@@ -51,7 +54,13 @@ class Optimizer {
 
   // Applies one update at `step` (1-based) to `params` (leaf tensors with .grad() set, which
   // must already have passed their ":grad" boundaries). Writes new values in place.
-  void Step(const NamedTensors& params, int64_t step);
+  // With `grad_boundaries` (one entry per parameter), a parameter with an entry has its
+  // gradient sent through "<name>:grad" here first, with that magnitude (undefined: the
+  // offered one, or none), as StepContext::ApplyInPlace would: where the update's boundaries
+  // take one pass, the gradient's joins it, so the moments read each block of the rounded
+  // gradient while it is in cache.
+  void Step(const NamedTensors& params, int64_t step,
+            const std::vector<std::optional<precision::Magnitude>>* grad_boundaries = nullptr);
 
   // Optimizer state as named tensors ("optim.fc.weight.exp_avg"), for checkpoints; created
   // lazily on the first Step, or by InitState.

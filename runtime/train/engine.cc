@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "runtime/common/error.h"
 
@@ -151,23 +153,32 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     losses.assign(l, l + k);
     if (!buffers.empty()) BroadcastBuffers(*plan.group, buffers);
   }
+  // Each gradient's ":grad" boundary: the optimizer's, which rounds it in the same pass as
+  // the update's boundaries; here when no update follows (a lazy trainer's step).
+  const bool update = deviation == nullptr || !deviation->SkipsUpdate(step);
+  std::vector<std::optional<precision::Magnitude>> grad_boundaries(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     if (!sums[i].defined()) continue;
     at::Tensor grad = k > 1 ? sums[i].div(static_cast<double>(k)) : sums[i];
-    if (one_part) {
-      context.ApplyInPlace(params[i].first + ":grad", &grad, as_given[i]);
-    } else {
+    precision::Magnitude magnitude = as_given[i];
+    if (!one_part) {
       at::Tensor m = magnitudes[i];
       if (m.defined() && k > 1) m = m.div(static_cast<double>(k));
-      context.ApplyInPlace(params[i].first + ":grad", &grad, m);
+      magnitude = precision::Magnitude(m);
+    }
+    if (update) {
+      grad_boundaries[i] = std::move(magnitude);
+    } else {
+      context.ApplyInPlace(params[i].first + ":grad", &grad, magnitude);
     }
     params[i].second->mutable_grad() = grad;
   }
   double loss_sum = 0.0;
   for (double l : losses) loss_sum += l;
   // The optimizer settings of a deviating step are set by the runner (it holds the honest ones).
+  // (A steering trainer tampers with update boundaries only, not the gradients'.)
   if (tamper.kind == nn::Tamper::Kind::kSteer) context.set_tamper(tamper);
-  if (deviation == nullptr || !deviation->SkipsUpdate(step)) optimizer.Step(params, step);
+  if (update) optimizer.Step(params, step, &grad_boundaries);
   context.Finish();
   return {loss_sum / static_cast<double>(k), batch};
 }

@@ -1,9 +1,10 @@
 -- Optimizer benchmark (issue 17, "rounding fused into the ops"): one parameter of `elements`
 -- float64 values (8M by default), updated by SGD (momentum 0.9, weight decay 5e-4) and AdamW,
--- per thread count: a plain FP64 step, the trainer's step with the paper window (every pass
--- rounded, classified and logged) and the auditor's replay of its log, each with the
--- optimizer's passes fused into their boundaries' rounding passes (the default) and with each
--- pass followed by its boundary (one more pass over memory per boundary). Seconds are
+-- per thread count: a plain FP64 step, the trainer's step with the paper window (the gradient's
+-- boundary and every pass rounded, classified and logged) and the auditor's replay of its log,
+-- each with the optimizer's passes fused into their boundaries' rounding passes, all of them in
+-- one pass over memory (the default: StepContext::ApplyProducedChain), and with each pass
+-- followed by its boundary (one more pass over memory per boundary). Seconds are
 -- medians of `repeats` steps after one untimed step.
 -- The last line is one JSON object: per kind and thread count the seconds and the ratios
 -- fused_over_unfused (trainer and auditor) and trainer_over_fp64 / auditor_over_fp64.
