@@ -12,7 +12,8 @@
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
 --                                    [windows=paper,calibrated] [drain=auto|on|off] [boundaries=0]
 -- boundaries=N: after each trainer and auditor row, the N boundaries (layer numbers folded:
--- "h.#.mlp.gelu:fwd") that took the most wall time per timed step, from the step reports.
+-- "h.#.mlp.gelu:fwd") that took the most wall time per timed step, from the step reports (a
+-- parameter's gradient and optimizer boundaries share one pass: its time, split equally).
 -- GPT-2 small needs about 12 GB with windows=paper; calibrating it in one process (two
 -- profiles' runs and every boundary's values of a step) needs more than 24 GB.
 -- Each of vtrun's FP64 runners (plain, trainer, auditor) steps in turn with the LibTorch FP64
