@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -235,4 +236,51 @@ TEST_CASE("a produced boundary needs a contiguous float64 tensor", "[train][opti
     for (int64_t i = begin; i < end; ++i) p[i] = 0.1 * static_cast<double>(i);
   });
   CHECK(x[4999].item<double>() == 0.1 * 4999.0);  // not rounded: no step
+}
+
+TEST_CASE("a chain of produced boundaries gives what its links give one after the other",
+          "[train][optim]") {
+  // Two links in one tensor's memory (they cannot share a pass) and two in their own, against
+  // ApplyProduced link after link: the same values and records.
+  const WindowTable paper;
+  for (bool shared : {true, false}) {
+    INFO((shared ? "links in one tensor's memory" : "links in their own memory"));
+    StepLog chain_log, plain_log;
+    at::Tensor both = at::zeros({2, 3000}, at::kDouble);
+    at::Tensor a = shared ? both[0] : at::zeros({3000}, at::kDouble);
+    at::Tensor b = shared ? both[1] : at::zeros({3000}, at::kDouble);
+    at::Tensor a2 = at::zeros({3000}, at::kDouble), b2 = at::zeros({3000}, at::kDouble);
+    auto fill = [](at::Tensor* t, double f) {
+      double* p = t->data_ptr<double>();
+      return [p, f](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) p[i] = std::sin(static_cast<double>(i) * f);
+      };
+    };
+    // The second link reads what the first wrote at the same positions.
+    auto twice = [](at::Tensor* out, const at::Tensor* in) {
+      return [out, in](int64_t begin, int64_t end) {
+        double* p = out->data_ptr<double>();
+        const double* q = in->data_ptr<double>();
+        for (int64_t i = begin; i < end; ++i) p[i] = q[i] * 3.0 + 1e-9;
+      };
+    };
+    const auto fa = fill(&a, 0.37), fa2 = fill(&a2, 0.37);
+    const auto fb = twice(&b, &a), fb2 = twice(&b2, &a2);
+    {
+      StepContext c(Mode::kLog, &paper, 1, &chain_log);
+      StepContext::Scope scope(&c);
+      vt::nn::ApplyBoundaryChain({{"a:update", &a, fa}, {"b:update", &b, fb}});
+    }
+    {
+      StepContext c(Mode::kLog, &paper, 1, &plain_log);
+      StepContext::Scope scope(&c);
+      vt::nn::ApplyBoundaryProduced("a:update", &a2, fa2);
+      vt::nn::ApplyBoundaryProduced("b:update", &b2, fb2);
+    }
+    CHECK(SameBits(a, a2));
+    CHECK(SameBits(b, b2));
+    const bool same_log = chain_log == plain_log;
+    CHECK(same_log);
+    CHECK(chain_log.at({"b:update", 0}).counts().logged() > 0);
+  }
 }
