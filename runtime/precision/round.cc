@@ -528,11 +528,11 @@ class ReplayPass {
     auto first = std::lower_bound(exact_.begin(), exact_.end(), from,
                                   [](const ExactEntry& e, int64_t p) { return e.position < p; });
     auto last = first;
-    // At most a span's worth of inputs, on the stack for the common short spans.
-    double small[64];
-    std::vector<double> large;
     while (last != exact_.end() && last->position < to) ++last;
     const size_t count = static_cast<size_t>(last - first);
+    // The span's EXACT inputs: on the stack when few (as in almost every span).
+    double small[64];
+    std::vector<double> large;
     double* keep = small;
     if (count > 64) {
       large.resize(count);
