@@ -702,17 +702,28 @@ int64_t CheckChain(const std::vector<ChainLink>& links, bool replay) {
   return n;
 }
 
-// Runs the passes of a chain: chunk by chunk on the calling thread and helpers, block by block
-// inside a chunk, every link's producer then its span; each link's full chunks checksummed
-// while in cache. Returns each link's summed tally.
-template <class Pass, class Tally>
-std::vector<Tally> RunChain(std::vector<ChainLink>* links, std::vector<Pass>* passes, int64_t n,
-                            std::vector<std::vector<uint32_t>>* crcs) {
+// Runs a chain with one pass per link (`make(link, out, n, magnitude)` makes it): chunk by
+// chunk on the calling thread and helpers, block by block inside a chunk, every link's
+// producer then its span; each link's full chunks checksummed while in cache. Then each pass
+// finishes, in the links' order (the first error is thrown), and `keep(link, result)` keeps
+// its result.
+template <class Tally, class Make, class Keep>
+void RunChain(std::vector<ChainLink>* links, bool replay, Make make, Keep keep) {
+  const int64_t n = CheckChain(*links, replay);
   const size_t k = links->size();
-  const int64_t full = n / kCrcBlock;
-  crcs->assign(k, {});
+  std::vector<Magnitude> mags;
+  for (const ChainLink& link : *links) mags.push_back(CheckedMagnitude(link.magnitude, n));
+  using Pass = decltype(make((*links)[0], nullptr, n, mags[0]));
+  std::vector<Pass> passes;
+  passes.reserve(k);
   for (size_t j = 0; j < k; ++j) {
-    if ((*links)[j].output_crc != nullptr) (*crcs)[j].assign(static_cast<size_t>(full), 0);
+    ChainLink& link = (*links)[j];
+    passes.push_back(make(link, n > 0 ? link.out.data_ptr<double>() : nullptr, n, mags[j]));
+  }
+  const int64_t full = n / kCrcBlock;
+  std::vector<std::vector<uint32_t>> crcs(k);
+  for (size_t j = 0; j < k; ++j) {
+    if ((*links)[j].output_crc != nullptr) crcs[j].assign(static_cast<size_t>(full), 0);
   }
   std::mutex mu;
   std::vector<Tally> totals(k);
@@ -722,19 +733,25 @@ std::vector<Tally> RunChain(std::vector<ChainLink>* links, std::vector<Pass>* pa
       const int64_t e = std::min(end, s + kProduceBlock);
       for (size_t j = 0; j < k; ++j) {
         (*links)[j].produce(s, e);
-        (*passes)[j].Span(s, e, &t[j]);
+        passes[j].Span(s, e, &t[j]);
       }
     }
     const int64_t b = begin / kCrcBlock;
     for (size_t j = 0; j < k; ++j) {
       if ((*links)[j].output_crc == nullptr || b >= full) continue;
-      (*crcs)[j][static_cast<size_t>(b)] =
+      crcs[j][static_cast<size_t>(b)] =
           BlockCrc((*links)[j].out.data_ptr<double>(), begin, kCrcBlock);
     }
     std::lock_guard<std::mutex> lock(mu);
     for (size_t j = 0; j < k; ++j) totals[j] += t[j];
   });
-  return totals;
+  for (size_t j = 0; j < k; ++j) {
+    ChainLink& link = (*links)[j];
+    keep(link, passes[j].Finish(totals[j]));
+    if (link.output_crc != nullptr) {
+      *link.output_crc = JoinCrcs(crcs[j], n > 0 ? link.out.data_ptr<double>() : nullptr, n);
+    }
+  }
 }
 
 }  // namespace
@@ -744,48 +761,21 @@ bool ChainNeedsNoScale(const RoundOptions& options, const Magnitude& magnitude) 
 }
 
 void RoundChain(std::vector<ChainLink>* links) {
-  const int64_t n = CheckChain(*links, false);
-  std::vector<Magnitude> mags;
-  for (const ChainLink& link : *links) mags.push_back(CheckedMagnitude(link.magnitude, n));
-  std::vector<RoundPass> passes;
-  passes.reserve(links->size());
-  for (size_t j = 0; j < links->size(); ++j) {
-    ChainLink& link = (*links)[j];
-    double* op = n > 0 ? link.out.data_ptr<double>() : nullptr;
-    passes.emplace_back(op, op, n, link.options, link.log, link.context, mags[j]);
-  }
-  std::vector<std::vector<uint32_t>> crcs;
-  const std::vector<RoundTally> totals = RunChain<RoundPass, RoundTally>(links, &passes, n, &crcs);
-  for (size_t j = 0; j < links->size(); ++j) {
-    ChainLink& link = (*links)[j];
-    link.stats = passes[j].Finish(totals[j]);
-    if (link.output_crc != nullptr) {
-      *link.output_crc = JoinCrcs(crcs[j], n > 0 ? link.out.data_ptr<double>() : nullptr, n);
-    }
-  }
+  RunChain<RoundTally>(
+      links, false,
+      [](ChainLink& l, double* op, int64_t n, const Magnitude& m) {
+        return RoundPass(op, op, n, l.options, l.log, l.context, m);
+      },
+      [](ChainLink& l, const RoundStats& stats) { l.stats = stats; });
 }
 
 void ReplayChain(std::vector<ChainLink>* links) {
-  const int64_t n = CheckChain(*links, true);
-  std::vector<Magnitude> mags;
-  for (const ChainLink& link : *links) mags.push_back(CheckedMagnitude(link.magnitude, n));
-  std::vector<ReplayPass> passes;
-  passes.reserve(links->size());
-  for (size_t j = 0; j < links->size(); ++j) {
-    ChainLink& link = (*links)[j];
-    double* op = n > 0 ? link.out.data_ptr<double>() : nullptr;
-    passes.emplace_back(op, op, n, *link.replay, link.options, link.context, mags[j]);
-  }
-  std::vector<std::vector<uint32_t>> crcs;
-  const std::vector<ReplayTally> totals =
-      RunChain<ReplayPass, ReplayTally>(links, &passes, n, &crcs);
-  for (size_t j = 0; j < links->size(); ++j) {
-    ChainLink& link = (*links)[j];
-    link.report = passes[j].Finish(totals[j]);
-    if (link.output_crc != nullptr) {
-      *link.output_crc = JoinCrcs(crcs[j], n > 0 ? link.out.data_ptr<double>() : nullptr, n);
-    }
-  }
+  RunChain<ReplayTally>(
+      links, true,
+      [](ChainLink& l, double* op, int64_t n, const Magnitude& m) {
+        return ReplayPass(op, op, n, *l.replay, l.options, l.context, m);
+      },
+      [](ChainLink& l, const ReplayReport& report) { l.report = report; });
 }
 
 int64_t ChecksummedBlocks() { return checksummed_blocks.load(std::memory_order_relaxed); }

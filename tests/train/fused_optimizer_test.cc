@@ -18,6 +18,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/log_record.h"
 #include "tests/precision/helpers.h"
+#include "tests/train/step_checks.h"
 
 namespace {
 
@@ -93,20 +94,7 @@ void CheckSame(Party& fused, Party& plain, const StepResult& a, const StepResult
   const bool same_log = fused.log == plain.log, same_trace = a.trace == b.trace;
   CHECK(same_log);
   CHECK(same_trace);
-  REQUIRE(a.stats.size() == b.stats.size());
-  for (const auto& [name, s] : a.stats) {
-    INFO(name);
-    const vt::nn::BoundaryStats& t = b.stats.at(name);
-    CHECK(s.calls == t.calls);
-    CHECK(s.elements == t.elements);
-    CHECK(s.logged == t.logged);
-    CHECK(s.exact == t.exact);
-    CHECK(s.steerable == t.steerable);
-    CHECK(s.corrections == t.corrections);
-    CHECK(s.illegitimate == t.illegitimate);
-    CHECK(s.near_misses == t.near_misses);
-    CHECK(s.steered == t.steered);
-  }
+  vt::train::testing::CheckSameBoundaryStats(a.stats, b.stats);
 }
 
 std::vector<std::pair<std::string, OptimizerConfig>> Configs() {

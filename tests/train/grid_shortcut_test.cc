@@ -19,6 +19,7 @@
 #include "runtime/profile/profile.h"
 #include "runtime/train/engine.h"
 #include "tests/precision/helpers.h"
+#include "tests/train/step_checks.h"
 
 namespace {
 
@@ -92,20 +93,7 @@ void CheckSameStep(const StepOutcome& a, const StepOutcome& b) {
   const bool same_trace = a.trace == b.trace;
   CHECK(same_trace);
   CHECK(a.divergence == b.divergence);
-  REQUIRE(a.stats.size() == b.stats.size());
-  for (const auto& [name, s] : a.stats) {
-    INFO(name);
-    const vt::nn::BoundaryStats& t = b.stats.at(name);
-    CHECK(s.calls == t.calls);
-    CHECK(s.elements == t.elements);
-    CHECK(s.logged == t.logged);
-    CHECK(s.exact == t.exact);
-    CHECK(s.corrections == t.corrections);
-    CHECK(s.illegitimate == t.illegitimate);
-    CHECK(s.near_misses == t.near_misses);
-    CHECK(s.steerable == t.steerable);
-    CHECK(s.magnitudes == t.magnitudes);
-  }
+  vt::train::testing::CheckSameBoundaryStats(a.stats, b.stats);
 }
 
 bool SameModel(Party& a, Party& b) {
