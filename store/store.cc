@@ -268,7 +268,11 @@ std::shared_ptr<Store> Store::Open(const std::string& dir, const StoreOptions& o
     switch (f) {
       case Family::kLogs:
         table.block_size = 32 * 1024;
-        cf.write_buffer_size = size_t{64} << 20;
+        // 16 MiB, not RocksDB's 64: a memtable's memory is fresh pages until the first flush
+        // frees one for the next to reuse, and inserting GPT 4x256's 6.5 MB step into fresh
+        // pages took 4 ms against 1 ms into reused ones; with 64 MiB memtables that lasted the
+        // first ten steps of every run (EXPERIMENTS.md E6, twenty-third session).
+        cf.write_buffer_size = size_t{16} << 20;
         cf.max_write_buffer_number = 4;  // keep accepting steps while earlier memtables flush
         cf.compression = ToRocks(store->log_compression_);
         cf.compression_opts.level = 1;  // zstd 1: same ratio on encoded logs as 3, faster

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,10 @@ namespace vt::store {
 namespace {
 
 std::string Quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+// Steps with at least this many value bytes hash on a second thread while their batch is
+// built (CommitStep): below it, starting the thread costs more than the overlap saves.
+constexpr uint64_t kParallelDigestBytes = uint64_t{1} << 20;
 
 // Puts `payload` sealed under `key` without copying the payload into a temporary.
 void PutSealed(rocksdb::WriteBatch* batch, rocksdb::ColumnFamilyHandle* cf, Family f,
@@ -209,9 +214,23 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   marker.step = step;
   marker.records = static_cast<uint32_t>(records.size());
   marker.value_bytes = value_bytes;
-  marker.digest = StepDigestSorted(step, records);
-  LogDigestChain chain = st.chain;
-  chain.AddStep(marker.digest);
+  // The step digest is one SHA-256 stream over every value (about 3.7 ms for GPT 4x256's
+  // 6.5 MB under the paper's window, at 1.8 GB/s); the batch's copy of the values (about
+  // 1 ms) needs no digest, so a large step hashes on a second thread meanwhile.
+  // (A thread that cannot start leaves the hashing to this one.)
+  std::future<Digest> digest;
+  if (value_bytes >= kParallelDigestBytes) {
+    try {
+      digest = std::async(std::launch::async,
+                          [step, &records] { return StepDigestSorted(step, records); });
+    } catch (const std::system_error&) {
+    }
+  }
+  if (!digest.valid()) {
+    std::promise<Digest> now;
+    now.set_value(StepDigestSorted(step, records));
+    digest = now.get_future();
+  }
 
   // Reserve the batch up front: growing it by doubling would copy every value again.
   rocksdb::WriteBatch batch(static_cast<size_t>(value_bytes) +
@@ -220,6 +239,9 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   for (const LogRecordView& rec : records) {
     PutSealed(&batch, logs, Family::kLogs, LogKey(run, step, rec.boundary, rec.call), rec.value);
   }
+  marker.digest = digest.get();
+  LogDigestChain chain = st.chain;
+  chain.AddStep(marker.digest);
   PutSealed(&batch, Cf(Family::kSteps), Family::kSteps, StepKey(run, step), EncodeStepInfo(marker));
   ProgressRecord p{step, st.info.leaves, chain.value()};
   PutSealed(&batch, Cf(Family::kRuns), Family::kRuns, RunKey(run, RunField::kProgress),
