@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/common/error.h"
 #include "runtime/common/threads.h"
@@ -122,8 +123,9 @@ at::Tensor TorchBaseline::Gpt2(const at::Tensor& tokens) {
     const std::string block = "h." + std::to_string(i);
     if (!Has(block + ".ln_1.weight")) break;
     at::Tensor qkv = Linear(LayerNorm(x, block + ".ln_1"), block + ".attn.c_attn");
+    const std::vector<at::Tensor> parts = qkv.split(d, 2);  // as GPT-2's PyTorch versions do
     auto heads = [&](int64_t k) {
-      return qkv.narrow(2, k * d, d).view({b, t, heads_, hd}).transpose(1, 2);
+      return parts[static_cast<size_t>(k)].view({b, t, heads_, hd}).transpose(1, 2);
     };
     at::Tensor scores = at::matmul(heads(0), heads(1).transpose(-1, -2)) * scale;
     scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
