@@ -406,6 +406,66 @@ struct AvgPoolFn : public torch::autograd::Function<AvgPoolFn> {
   }
 };
 
+// An attention's [B, T, 3D] projection as q, k and v, each [B, H, T, D/H] and contiguous;
+// backward: the three gradients written into one [B, T, 3D] tensor in one pass (LibTorch's
+// split, view, transpose and contiguous took a copy per gradient and a cat). The gradients
+// arriving here are boundaries' rounded outputs (scores.da, scores.db, mix.db), so their
+// rearrangement is too (StepContext::AddGridRearrangement) and agreed when they are: the
+// qkv gradient's boundary passes it on without a pass over it.
+struct SplitHeadsFn : public torch::autograd::Function<SplitHeadsFn> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv, int64_t heads) {
+    const int64_t b = qkv.size(0), t = qkv.size(1), d = qkv.size(2) / 3;
+    ctx->saved_data["heads"] = heads;
+    variable_list out;
+    for (const at::Tensor& part : qkv.split(d, 2)) {
+      out.push_back(part.view({b, t, heads, d / heads}).transpose(1, 2).contiguous());
+    }
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const at::Tensor& g0 = grads[0];  // [B, H, T, hd] (LibTorch gives zeros for an unused one)
+    const int64_t b = g0.size(0), t = g0.size(2), hd = g0.size(3), d = heads * hd;
+    at::Tensor g = at::empty({b, t, 3 * d}, g0.options());
+    const at::Tensor parts = g.view({b, t, 3, heads, hd});
+    for (int64_t i = 0; i < 3; ++i) parts.select(2, i).copy_(grads[i].transpose(1, 2));
+    AddGridRearrangement(g, {grads[0], grads[1], grads[2]});
+    if (AgreedValues(grads[0]) && AgreedValues(grads[1]) && AgreedValues(grads[2])) {
+      OfferMagnitude(g, ZeroMagnitude());
+    }
+    return {g, at::Tensor()};
+  }
+};
+
+// [B, H, T, hd] -> [B, T, H*hd] contiguous (the heads' outputs side by side); backward: the
+// gradient back to [B, H, T, hd] in one copy, a rearrangement of a rounded gradient when the
+// one arriving is (c_proj.dx's), as SplitHeadsFn's.
+struct MergeHeadsFn : public torch::autograd::Function<MergeHeadsFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x) {
+    const int64_t b = x.size(0), h = x.size(1), t = x.size(2), hd = x.size(3);
+    ctx->saved_data["heads"] = h;
+    return x.transpose(1, 2).contiguous().view({b, t, h * hd});
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const int64_t heads = ctx->saved_data["heads"].toInt();
+    const at::Tensor& g = grads[0];  // [B, T, H*hd]
+    const int64_t b = g.size(0), t = g.size(1), hd = g.size(2) / heads;
+    at::Tensor gx = g.view({b, t, heads, hd}).transpose(1, 2).contiguous();
+    AddGridRearrangement(gx, {g});
+    if (AgreedValues(g)) OfferMagnitude(gx, ZeroMagnitude());
+    return {gx};
+  }
+};
+
+// "[2, 16, 96]" for error messages.
+std::string ShapeText(const at::Tensor& t) {
+  std::string text = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) text += (i > 0 ? ", " : "") + std::to_string(t.size(i));
+  return text + "]";
+}
+
 }  // namespace
 
 at::Tensor ReluOp(const at::Tensor& x) { return ReluFn::apply(x); }
@@ -426,6 +486,19 @@ at::Tensor AvgPoolOp(const at::Tensor& x) {
 }
 
 at::Tensor GeluOp(const at::Tensor& x) { return GeluFn::apply(x); }
+
+std::vector<at::Tensor> SplitHeadsOp(const at::Tensor& qkv, int64_t heads) {
+  if (qkv.dim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0) {
+    throw Error("attention heads: expected [B, T, 3D] with D divisible by " +
+                std::to_string(heads) + " heads, got " + ShapeText(qkv));
+  }
+  return SplitHeadsFn::apply(qkv, heads);
+}
+
+at::Tensor MergeHeadsOp(const at::Tensor& x) {
+  if (x.dim() != 4) throw Error("attention heads: expected [B, H, T, hd], got " + ShapeText(x));
+  return MergeHeadsFn::apply(x);
+}
 
 at::Tensor Boundary(const at::Tensor& x, const std::string& name) {
   return BoundaryFn::apply(x, name);

@@ -15,6 +15,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace vt::nn {
 
@@ -50,5 +51,11 @@ at::Tensor GeluOp(const at::Tensor& x);
 
 // Batched a [..., m, k] @ b [..., k, n] (same batch shape).
 at::Tensor MatmulOp(const at::Tensor& a, const at::Tensor& b);
+
+// An attention's heads: [B, T, 3D] -> q, k, v as [B, H, T, D/H] (contiguous), and the heads'
+// outputs [B, H, T, hd] -> [B, T, H*hd]. Their backward passes move gradients in one copy and
+// keep a rearranged rounded gradient known as rounded (StepContext::AddGridRearrangement).
+std::vector<at::Tensor> SplitHeadsOp(const at::Tensor& qkv, int64_t heads);
+at::Tensor MergeHeadsOp(const at::Tensor& x);
 
 }  // namespace vt::nn

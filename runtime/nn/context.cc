@@ -19,6 +19,23 @@ thread_local StepContext* g_current = nullptr;
 
 constexpr const char* kModeNames[] = {"fp32", "fp64", "rounded", "log", "replay"};
 
+// CRC-32C of n bytes: blocks of store::kCrc32cBlock checksummed on LibTorch's threads, joined
+// in order, then the tail; the same value as one Crc32cExtend over the buffer.
+uint32_t ParallelCrc32c(const uint8_t* p, size_t n) {
+  const size_t blocks = n / store::kCrc32cBlock;
+  if (blocks < 2) return store::Crc32cExtend(0, p, n);
+  std::vector<uint32_t> crcs(blocks);
+  at::parallel_for(0, static_cast<int64_t>(blocks), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      crcs[b] = store::Crc32cExtend(0, p + b * store::kCrc32cBlock, store::kCrc32cBlock);
+    }
+  });
+  uint32_t crc = crcs[0];
+  for (size_t b = 1; b < blocks; ++b) crc = store::Crc32cAppendBlock(crc, crcs[b]);
+  return store::Crc32cExtend(crc, p + blocks * store::kCrc32cBlock,
+                             n - blocks * store::kCrc32cBlock);
+}
+
 }  // namespace
 
 std::string ModeName(Mode mode) { return kModeNames[static_cast<int>(mode)]; }
@@ -558,6 +575,62 @@ void StepContext::AddGridOutput(const at::Tensor& rounded, int bits, uint32_t cr
                                             static_cast<uint32_t>(rounded._version()), bits, crc});
 }
 
+const StepContext::GridOutput* StepContext::GridOutputOf(const at::Tensor& x) const {
+  if (grid_outputs_.empty() || !x.defined() || x.scalar_type() != at::kDouble || x.numel() == 0 ||
+      !x.is_non_overlapping_and_dense()) {
+    return nullptr;
+  }
+  // Non-overlapping and dense, starting where a registered contiguous output starts and as
+  // long: x covers exactly that output's memory, in some order of its dimensions.
+  auto it = grid_outputs_.find(x.data_ptr());
+  if (it == grid_outputs_.end()) return nullptr;
+  // As for offers: freed memory at the same address, a part of the output, or values changed
+  // in place since (autograd's accumulation of gradients) are not the rounded output.
+  const GridOutput& g = it->second;
+  if (g.storage.expired() || g.numel != x.numel() || g.version != x._version()) return nullptr;
+  return &g;
+}
+
+int64_t StepContext::grid_shortcuts(const std::string& boundary) const {
+  auto it = grid_shortcuts_by_boundary_.find(boundary);
+  return it == grid_shortcuts_by_boundary_.end() ? 0 : it->second;
+}
+
+void StepContext::AddGridRearrangement(const at::Tensor& out,
+                                       const std::vector<at::Tensor>& sources) {
+  if (!grid_shortcut_ || !rounds() || sources.empty() || !out.is_contiguous() ||
+      out.scalar_type() != at::kDouble) {
+    return;
+  }
+  // `out` holds no value but the sources' ...
+  int64_t numel = 0;
+  for (const at::Tensor& source : sources) numel += source.numel();
+  if (numel != out.numel()) return;
+  // ... and each of them is a whole rounded output.
+  int bits = 0;
+  for (const at::Tensor& source : sources) {
+    const GridOutput* g = GridOutputOf(source);
+    if (g == nullptr) return;
+    bits = std::max(bits, g->bits);
+  }
+  // The trace checksums a boundary's rounded values in memory order; these are in a new order.
+  const bool traced = mode_ == Mode::kLog || mode_ == Mode::kReplay;
+  const uint32_t crc =
+      traced ? ParallelCrc32c(static_cast<const uint8_t*>(out.data_ptr()), out.nbytes()) : 0;
+  AddGridOutput(out, bits, crc);
+}
+
+bool StepContext::AgreedValues(const at::Tensor& x) const {
+  if (offers_.empty() || !x.defined() || x.numel() == 0 || !x.is_non_overlapping_and_dense()) {
+    return false;
+  }
+  auto it = offers_.find(x.data_ptr());
+  if (it == offers_.end()) return false;
+  const Offer& o = it->second;
+  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return false;
+  return !o.magnitude.computed() && o.magnitude.values().dim() == 0;
+}
+
 at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,
                                      const precision::RoundOptions& options) {
   // Only where no value on the grid can take an entry (ROUNDING.md "Classification": a
@@ -567,16 +640,10 @@ at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, 
       x.scalar_type() != at::kDouble || !x.is_contiguous() || x.numel() == 0) {
     return {};
   }
-  auto it = grid_outputs_.find(x.data_ptr());
-  if (it == grid_outputs_.end()) return {};
-  // As for offers: freed memory at the same address, a part of the output, or values changed
-  // in place since (autograd's accumulation of gradients) are not the rounded output. A grid
-  // of fewer bits lies on every grid of more.
-  const GridOutput& g = it->second;
-  if (g.storage.expired() || g.numel != x.numel() || g.version != x._version() ||
-      g.bits > options.bits) {
-    return {};
-  }
+  const GridOutput* found = GridOutputOf(x);
+  // A grid of fewer bits lies on every grid of more.
+  if (found == nullptr || found->bits > options.bits) return {};
+  const GridOutput& g = *found;
   const RecordKey key{boundary, call};
   if (mode_ == Mode::kLog) {
     if (sink_ != nullptr) sink_->WillWrite(key);
@@ -595,29 +662,9 @@ at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, 
     TraceCrc(boundary, call, g.crc);
   }
   ++grid_shortcuts_;
+  ++grid_shortcuts_by_boundary_[boundary];
   return x;
 }
-
-namespace {
-
-// CRC-32C of n bytes: blocks of store::kCrc32cBlock checksummed on LibTorch's threads, joined
-// in order, then the tail; the same value as one Crc32cExtend over the buffer.
-uint32_t ParallelCrc32c(const uint8_t* p, size_t n) {
-  const size_t blocks = n / store::kCrc32cBlock;
-  if (blocks < 2) return store::Crc32cExtend(0, p, n);
-  std::vector<uint32_t> crcs(blocks);
-  at::parallel_for(0, static_cast<int64_t>(blocks), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      crcs[b] = store::Crc32cExtend(0, p + b * store::kCrc32cBlock, store::kCrc32cBlock);
-    }
-  });
-  uint32_t crc = crcs[0];
-  for (size_t b = 1; b < blocks; ++b) crc = store::Crc32cAppendBlock(crc, crcs[b]);
-  return store::Crc32cExtend(crc, p + blocks * store::kCrc32cBlock,
-                             n - blocks * store::kCrc32cBlock);
-}
-
-}  // namespace
 
 void StepContext::Trace(const std::string& boundary, int32_t call, const at::Tensor& rounded) {
   TraceCrc(boundary, call,
@@ -844,6 +891,16 @@ at::Tensor ApplyGradientBoundary(const std::string& boundary, const at::Tensor& 
                                  int32_t call) {
   StepContext* c = StepContext::Current();
   return c == nullptr ? grad : c->ApplyGradient(boundary, grad, call);
+}
+
+void AddGridRearrangement(const at::Tensor& out, const std::vector<at::Tensor>& sources) {
+  StepContext* c = StepContext::Current();
+  if (c != nullptr) c->AddGridRearrangement(out, sources);
+}
+
+bool AgreedValues(const at::Tensor& x) {
+  StepContext* c = StepContext::Current();
+  return c != nullptr && c->magnitudes_wanted() && c->AgreedValues(x);
 }
 
 bool MagnitudesWanted() {

@@ -209,7 +209,20 @@ class StepContext {
   // values, an all-NONE record (a replay needs one) and the earlier boundary's trace CRC.
   // No pass is made. set_grid_shortcut(false) makes every call take the full pass (tests).
   int64_t grid_shortcuts() const { return grid_shortcuts_; }
+  // Of those, the calls of `boundary` (prefixed, as in stats()).
+  int64_t grid_shortcuts(const std::string& boundary) const;
   void set_grid_shortcut(bool on) { grid_shortcut_ = on; }
+  // A rearranging op (heads split or merged, a transposed copy) wrote `out` from `sources`
+  // (each read in full: `out` holds exactly their values, in another order). When every
+  // source is an earlier boundary's rounded output, unchanged since (a permuted view of one
+  // counts), `out` is one too, on the coarsest of their grids: a backward boundary that
+  // receives it passes it on (ApplyGradient). Its trace CRC is taken here, in logging and
+  // replay. Nothing happens otherwise, or with set_grid_shortcut(false).
+  void AddGridRearrangement(const at::Tensor& out, const std::vector<at::Tensor>& sources);
+  // Whether x's values are offered with a zero magnitude (every party computes them alike),
+  // x being the offered tensor or a permuted view of all of it (ops that rearrange values
+  // pass this on).
+  bool AgreedValues(const at::Tensor& x) const;
   // Apply for a tensor the caller owns and hands over (an optimizer's fresh state, a
   // gradient): *x becomes its rounded value, in x's own storage when x is a contiguous
   // float64 tensor. Results are the same as Apply's.
@@ -395,6 +408,9 @@ class StepContext {
   std::map<const void*, GridOutput> grid_outputs_;
   bool grid_shortcut_ = true;
   int64_t grid_shortcuts_ = 0;
+  std::map<std::string, int64_t> grid_shortcuts_by_boundary_;
+  // The registry entry x is (or a permuted view of all of it, unchanged since); null if none.
+  const GridOutput* GridOutputOf(const at::Tensor& x) const;
   void AddGridOutput(const at::Tensor& rounded, int bits, uint32_t crc);
   // The options of `boundary` (prefixed) for a value offered `offered`: the window, bits and
   // the magnitude its absolute term reads (*magnitude; undefined: none or the value's own),
@@ -443,6 +459,10 @@ at::Tensor ApplyBoundary(const std::string& boundary, const at::Tensor& x, int32
                          const at::Tensor& magnitude = {});
 // ApplyGradient of the current context (identity when there is none).
 at::Tensor ApplyGradientBoundary(const std::string& boundary, const at::Tensor& grad, int32_t call);
+// AddGridRearrangement of the current context (nothing when there is none).
+void AddGridRearrangement(const at::Tensor& out, const std::vector<at::Tensor>& sources);
+// The current context's AgreedValues (false outside a step or without magnitudes wanted).
+bool AgreedValues(const at::Tensor& x);
 // ApplyInPlace of the current context (nothing when there is none).
 void ApplyBoundaryInPlace(const std::string& boundary, at::Tensor* x,
                           const precision::Magnitude& magnitude = {});

@@ -165,16 +165,12 @@ CausalSelfAttention::CausalSelfAttention(int64_t dim, int64_t heads, double drop
 }
 
 at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
-  const int64_t b = x.size(0), t = x.size(1), hd = dim_ / heads_;
-  at::Tensor qkv = c_attn_->Forward(x);  // [B, T, 3D]
-  // split, not three narrows: its backward is one cat of the three gradients, where each
-  // narrow's backward zero-fills a gradient as large as qkv and the three are then added
-  // (1-4% of GPT 4x256's FP64 step; what GPT-2's PyTorch implementations write).
-  const std::vector<at::Tensor> parts = qkv.split(dim_, 2);
-  auto heads = [&](int64_t i) {
-    return parts[static_cast<size_t>(i)].view({b, t, heads_, hd}).transpose(1, 2).contiguous();
-  };
-  at::Tensor q = heads(0), k = heads(1), v = heads(2);  // [B, H, T, hd]
+  const int64_t t = x.size(1), hd = dim_ / heads_;
+  // q, k, v [B, H, T, hd] from [B, T, 3D]: one op whose backward writes the three gradients
+  // in one pass (three narrows' backward zero-filled a qkv-sized gradient each and added
+  // them) and keeps their rounding known, so that the qkv gradient's boundary makes no pass.
+  const std::vector<at::Tensor> qkv = SplitHeadsOp(c_attn_->Forward(x), heads_);
+  const at::Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   const at::Tensor product =
       MatmulOp(InputGrad(q, BoundaryName("scores.da")),
@@ -186,11 +182,11 @@ at::Tensor CausalSelfAttention::Forward(const at::Tensor& x) {
   scores = scores.masked_fill(causal, -std::numeric_limits<double>::infinity());
   at::Tensor probs = Boundary(SoftmaxOp(scores, BoundaryName("softmax")), BoundaryName("softmax"));
   probs = Dropout(probs, dropout_, training(), BoundaryName("attn_dropout"));
-  at::Tensor mixed = Boundary(
+  const at::Tensor mixed = Boundary(
       MatmulOp(InputGrad(probs, BoundaryName("mix.da")), InputGrad(v, BoundaryName("mix.db"))),
       BoundaryName("mix"));  // [B, H, T, hd]
-  mixed = mixed.transpose(1, 2).contiguous().view({b, t, dim_});
-  return Dropout(c_proj_->Forward(mixed), dropout_, training(), BoundaryName("resid_dropout"));
+  return Dropout(c_proj_->Forward(MergeHeadsOp(mixed)), dropout_, training(),
+                 BoundaryName("resid_dropout"));
 }
 
 }  // namespace vt::nn

@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/data/sources.h"
 #include "runtime/nn/context.h"
+#include "runtime/nn/magnitude.h"
 #include "runtime/nn/models.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/log_record.h"
@@ -77,6 +79,9 @@ struct StepOutcome {
   vt::nn::StepTrace trace;
   std::string divergence;
   int64_t shortcuts = 0;
+  // Of those, the attention's qkv and heads-output gradients (h.0): rearrangements of rounded
+  // gradients (SplitHeadsOp, MergeHeadsOp), not any boundary's output themselves.
+  int64_t rearranged = 0;
 };
 
 StepOutcome Step(Party* p, const vt::data::Dataset& data, Mode mode, const WindowTable& windows,
@@ -86,7 +91,9 @@ StepOutcome Step(Party* p, const vt::data::Dataset& data, Mode mode, const Windo
   context.set_grid_shortcut(shortcut);
   vt::train::TrainStep(*p->model, *p->optimizer, data, 3, 8, step, context);
   context.Finish();
-  return {context.stats(), context.trace(), context.divergence(), context.grid_shortcuts()};
+  return {
+      context.stats(), context.trace(), context.divergence(), context.grid_shortcuts(),
+      context.grid_shortcuts("h.0.attn.c_attn:bwd") + context.grid_shortcuts("h.0.attn.mix:bwd")};
 }
 
 void CheckSameStep(const StepOutcome& a, const StepOutcome& b) {
@@ -124,7 +131,7 @@ TEST_CASE("grid shortcut: trainer and auditor give what the full pass gives", "[
       Party fast = MakeParty(kind), full = MakeParty(kind);
       // Auditors on another profile (other sums, so that replays correct values).
       Party audit_fast = MakeParty(kind), audit_full = MakeParty(kind);
-      int64_t shortcuts = 0, audit_shortcuts = 0;
+      int64_t shortcuts = 0, audit_shortcuts = 0, rearranged = 0, audit_rearranged = 0;
       for (int64_t step = 1; step <= 3; ++step) {
         const StepOutcome a = Step(&fast, *data, Mode::kLog, *windows, step, true);
         const StepOutcome b = Step(&full, *data, Mode::kLog, *windows, step, false);
@@ -134,6 +141,7 @@ TEST_CASE("grid shortcut: trainer and auditor give what the full pass gives", "[
         CHECK(SameModel(fast, full));
         CHECK(b.shortcuts == 0);
         shortcuts += a.shortcuts;
+        rearranged += a.rearranged;
 
         vt::ActivateProfile(vt::FindProfile("splitk4"));
         const StepOutcome c =
@@ -146,10 +154,17 @@ TEST_CASE("grid shortcut: trainer and auditor give what the full pass gives", "[
         CHECK(SameModel(audit_fast, fast));
         CHECK(d.shortcuts == 0);
         audit_shortcuts += c.shortcuts;
+        audit_rearranged += c.rearranged;
       }
       // The control: backward boundaries did receive rounded gradients as they were.
       CHECK(shortcuts > 0);
       CHECK(audit_shortcuts > 0);
+      // Both of h.0's attention rearrangements, every step, in both parties (under absolute
+      // windows too: rearranged agreed values stay agreed).
+      if (kind == "gpt") {
+        CHECK(rearranged == 6);
+        CHECK(audit_rearranged == 6);
+      }
     }
   }
   // Rounding without a log (vt.round-style runs) takes it too, with the same model.
@@ -229,4 +244,80 @@ TEST_CASE("grid shortcut: changed, partial and coarser-grid gradients are rounde
   const bool same_trace = fast.trace() == full.trace(), same_log = fast_log == full_log;
   CHECK(same_trace);
   CHECK(same_log);
+}
+
+TEST_CASE("grid shortcut: rearranged rounded gradients pass, others are rounded", "[nn]") {
+  // An op that rearranges rounded gradients (an attention's heads) registers its output
+  // (AddGridRearrangement) only when every source is a whole, unchanged rounded output, and
+  // on the coarsest of their grids; everything else is rounded in full.
+  WindowTable windows;
+  windows.bits = 24;  // fwd/bwd boundaries on 24 bits, updates on 32
+  StepLog fast_log, full_log;
+  StepContext fast(Mode::kLog, &windows, 1, &fast_log), full(Mode::kLog, &windows, 1, &full_log);
+  full.set_grid_shortcut(false);
+  at::manual_seed(4);
+  const at::Tensor x = at::randn({2, 3, 8, 4}, at::kDouble);
+  // The sources' values, in their memory order, one after the other.
+  auto gather = [](std::vector<at::Tensor> sources) {
+    for (at::Tensor& s : sources) s = s.contiguous().view(-1);
+    return at::cat(sources);
+  };
+  for (StepContext* c : {&fast, &full}) {
+    const at::Tensor r1 = c->Apply("r1:fwd", x), r2 = c->Apply("r2:fwd", x * 3);
+    // Whole rounded outputs, one of them as a permuted view: passed on as they are.
+    const at::Tensor ok = gather({r1, r2.transpose(2, 3)});
+    c->AddGridRearrangement(ok, {r1, r2.transpose(2, 3)});
+    const at::Tensor ok2 = c->ApplyGradient("ok:bwd", ok, 0);
+    CHECK(SameBits(ok2, ok));
+    // A source no boundary rounded: rounded in full (its values are off the grid).
+    const at::Tensor raw = gather({r1, x});
+    c->AddGridRearrangement(raw, {r1, x});
+    CHECK(!SameBits(c->ApplyGradient("raw:bwd", raw, 0), raw));
+    // A source changed in place since it was rounded.
+    at::Tensor changed = c->Apply("c:fwd", x);
+    changed.add_(1e-3);
+    const at::Tensor ch = gather({changed});
+    c->AddGridRearrangement(ch, {changed});
+    CHECK(!SameBits(c->ApplyGradient("changed:bwd", ch, 0), ch));
+    // A part of a rounded output as a source, and an output with more values than its sources.
+    const at::Tensor part = gather({r1.narrow(0, 0, 1)});
+    c->AddGridRearrangement(part, {r1.narrow(0, 0, 1)});
+    c->ApplyGradient("part:bwd", part, 0);
+    const at::Tensor more = gather({r1, x});
+    c->AddGridRearrangement(more, {r1});
+    CHECK(!SameBits(c->ApplyGradient("more:bwd", more, 0), more));
+    // A source on the 32-bit grid of an update boundary: not on the 24-bit grid, rounded.
+    at::Tensor u = x.clone();
+    c->ApplyInPlace("w:update", &u);
+    const at::Tensor coarse = gather({r1, u});
+    c->AddGridRearrangement(coarse, {r1, u});
+    CHECK(!SameBits(c->ApplyGradient("coarse:bwd", coarse, 0), coarse));
+  }
+  CHECK(fast.grid_shortcuts("ok:bwd") == 1);
+  CHECK(fast.grid_shortcuts() == 1);
+  CHECK(full.grid_shortcuts() == 0);
+  const bool same_trace = fast.trace() == full.trace(), same_log = fast_log == full_log;
+  CHECK(same_trace);
+  CHECK(same_log);
+}
+
+TEST_CASE("grid shortcut: agreed values stay agreed through a permuted view only", "[nn]") {
+  // AgreedValues: a zero magnitude offered for a tensor holds for it and for a permuted view
+  // of all of it (SplitHeadsOp passes it on), not for a part, values changed since, or a
+  // magnitude that is not zero.
+  const WindowTable absolute = Absolute();
+  StepLog log;
+  StepContext c(Mode::kLog, &absolute, 1, &log);
+  REQUIRE(c.magnitudes_wanted());
+  at::manual_seed(5);
+  at::Tensor r = c.Apply("r:fwd", at::randn({2, 3, 8, 4}, at::kDouble));
+  c.OfferMagnitude(r, vt::nn::ZeroMagnitude());
+  CHECK(c.AgreedValues(r));
+  CHECK(c.AgreedValues(r.transpose(2, 3)));
+  CHECK_FALSE(c.AgreedValues(r.narrow(0, 0, 1)));
+  const at::Tensor m = c.Apply("m:fwd", at::randn({2, 3, 8, 4}, at::kDouble));
+  c.OfferMagnitude(m, m.abs());
+  CHECK_FALSE(c.AgreedValues(m));
+  r.add_(1.0);
+  CHECK_FALSE(c.AgreedValues(r));
 }
