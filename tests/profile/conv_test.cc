@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "runtime/nn/autograd.h"
 #include "runtime/nn/context.h"
@@ -68,6 +69,46 @@ TEST_CASE("LinearOp and MatmulOp gradients match ATen's", "[conv]") {
   auto mr = torch::autograd::grad({at::matmul(p, q)}, {p, q}, {gm});
   for (int i = 0; i < 2; ++i) CHECK(at::allclose(mo[i], mr[i], 1e-11, 1e-11));
   vt::ActivateProfile(vt::FindProfile("native"));
+}
+
+TEST_CASE("SplitHeadsOp and MergeHeadsOp equal ATen's views and copies, gradients too", "[conv]") {
+  // Pure data movement: the values and gradients are the same bits as split, view, transpose
+  // and contiguous under LibTorch's autograd (q, k and v not swapped, heads not interleaved).
+  at::manual_seed(13);
+  const int64_t b = 2, t = 5, heads = 3, hd = 4, d = heads * hd;
+  at::Tensor qkv = at::randn({b, t, 3 * d}, at::kDouble).set_requires_grad(true);
+  const std::vector<at::Tensor> ours = vt::nn::SplitHeadsOp(qkv, heads);
+  std::vector<at::Tensor> ref;
+  for (const at::Tensor& part : qkv.split(d, 2)) {
+    ref.push_back(part.view({b, t, heads, hd}).transpose(1, 2).contiguous());
+  }
+  REQUIRE(ours.size() == 3);
+  std::vector<at::Tensor> grads;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(at::equal(ours[i], ref[i]));
+    CHECK(ours[i].is_contiguous());
+    grads.push_back(at::randn(ref[i].sizes(), at::kDouble));
+  }
+  const auto g_ours = torch::autograd::grad({ours[0], ours[1], ours[2]}, {qkv}, grads);
+  const auto g_ref = torch::autograd::grad({ref[0], ref[1], ref[2]}, {qkv}, grads);
+  CHECK(at::equal(g_ours[0], g_ref[0]));
+  // One of the three unused: its gradient is zero.
+  const auto g_two = torch::autograd::grad({ours[0], ours[2]}, {qkv}, {grads[0], grads[2]});
+  const auto g_two_ref = torch::autograd::grad({ref[0], ref[2]}, {qkv}, {grads[0], grads[2]});
+  CHECK(at::equal(g_two[0], g_two_ref[0]));
+
+  at::Tensor x = at::randn({b, heads, t, hd}, at::kDouble).set_requires_grad(true);
+  const at::Tensor merged = vt::nn::MergeHeadsOp(x);
+  const at::Tensor merged_ref = x.transpose(1, 2).contiguous().view({b, t, d});
+  CHECK(at::equal(merged, merged_ref));
+  const at::Tensor gm = at::randn(merged.sizes(), at::kDouble);
+  CHECK(at::equal(torch::autograd::grad({merged}, {x}, {gm})[0],
+                  torch::autograd::grad({merged_ref}, {x}, {gm})[0]));
+  // Shapes that are not an attention's: errors that name what was expected.
+  CHECK_THROWS_WITH(vt::nn::SplitHeadsOp(at::zeros({2, 5, 10}, at::kDouble), 3),
+                    Catch::Contains("D divisible by 3 heads") && Catch::Contains("[2, 5, 10]"));
+  CHECK_THROWS_WITH(vt::nn::MergeHeadsOp(at::zeros({2, 5, 10}, at::kDouble)),
+                    Catch::Contains("[B, H, T, hd]"));
 }
 
 // Convolution geometries for the col2im tests: kernel k x k, square stride and padding.
