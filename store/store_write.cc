@@ -226,11 +226,6 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
     } catch (const std::system_error&) {
     }
   }
-  if (!digest.valid()) {
-    std::promise<Digest> now;
-    now.set_value(StepDigestSorted(step, records));
-    digest = now.get_future();
-  }
 
   // Reserve the batch up front: growing it by doubling would copy every value again.
   rocksdb::WriteBatch batch(static_cast<size_t>(value_bytes) +
@@ -239,7 +234,7 @@ Digest Store::CommitStep(std::string_view run, uint64_t step,
   for (const LogRecordView& rec : records) {
     PutSealed(&batch, logs, Family::kLogs, LogKey(run, step, rec.boundary, rec.call), rec.value);
   }
-  marker.digest = digest.get();
+  marker.digest = digest.valid() ? digest.get() : StepDigestSorted(step, records);
   LogDigestChain chain = st.chain;
   chain.AddStep(marker.digest);
   PutSealed(&batch, Cf(Family::kSteps), Family::kSteps, StepKey(run, step), EncodeStepInfo(marker));

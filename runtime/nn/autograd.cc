@@ -459,13 +459,6 @@ struct MergeHeadsFn : public torch::autograd::Function<MergeHeadsFn> {
   }
 };
 
-// "[2, 16, 96]" for error messages.
-std::string ShapeText(const at::Tensor& t) {
-  std::string text = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) text += (i > 0 ? ", " : "") + std::to_string(t.size(i));
-  return text + "]";
-}
-
 }  // namespace
 
 at::Tensor ReluOp(const at::Tensor& x) { return ReluFn::apply(x); }
@@ -490,13 +483,14 @@ at::Tensor GeluOp(const at::Tensor& x) { return GeluFn::apply(x); }
 std::vector<at::Tensor> SplitHeadsOp(const at::Tensor& qkv, int64_t heads) {
   if (qkv.dim() != 3 || heads < 1 || qkv.size(2) % (3 * heads) != 0) {
     throw Error("attention heads: expected [B, T, 3D] with D divisible by " +
-                std::to_string(heads) + " heads, got " + ShapeText(qkv));
+                std::to_string(heads) + " heads, got " + c10::str(qkv.sizes()));
   }
   return SplitHeadsFn::apply(qkv, heads);
 }
 
 at::Tensor MergeHeadsOp(const at::Tensor& x) {
-  if (x.dim() != 4) throw Error("attention heads: expected [B, H, T, hd], got " + ShapeText(x));
+  if (x.dim() != 4)
+    throw Error("attention heads: expected [B, H, T, hd], got " + c10::str(x.sizes()));
   return MergeHeadsFn::apply(x);
 }
 

@@ -144,7 +144,14 @@ void StepContext::AddOffer(const at::Tensor& x, precision::Magnitude magnitude) 
 }
 
 const StepContext::Offer* StepContext::ValidOffer(const at::Tensor& x) const {
-  if (offers_.empty() || !x.defined() || !x.is_contiguous() || x.numel() == 0) return nullptr;
+  // An elementwise magnitude lines up with x's elements only in x's own (contiguous) order.
+  return x.defined() && x.is_contiguous() ? OfferCovering(x) : nullptr;
+}
+
+const StepContext::Offer* StepContext::OfferCovering(const at::Tensor& x) const {
+  if (offers_.empty() || !x.defined() || x.numel() == 0 || !x.is_non_overlapping_and_dense()) {
+    return nullptr;
+  }
   auto it = offers_.find(x.data_ptr());
   if (it == offers_.end()) return nullptr;
   // Freed memory at the same address, a part of the offered values, or values changed in
@@ -621,14 +628,8 @@ void StepContext::AddGridRearrangement(const at::Tensor& out,
 }
 
 bool StepContext::AgreedValues(const at::Tensor& x) const {
-  if (offers_.empty() || !x.defined() || x.numel() == 0 || !x.is_non_overlapping_and_dense()) {
-    return false;
-  }
-  auto it = offers_.find(x.data_ptr());
-  if (it == offers_.end()) return false;
-  const Offer& o = it->second;
-  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return false;
-  return !o.magnitude.computed() && o.magnitude.values().dim() == 0;
+  const Offer* o = OfferCovering(x);
+  return o != nullptr && !o->magnitude.computed() && o->magnitude.values().dim() == 0;
 }
 
 at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,

@@ -438,6 +438,9 @@ class StepContext {
   void TraceCrc(const std::string& boundary, int32_t call, uint32_t crc);
   // The offer for x that is still valid (null when none).
   const Offer* ValidOffer(const at::Tensor& x) const;
+  // The offer whose values x holds: the offered tensor or a permuted view of all of it
+  // (non-overlapping and dense, same start and size), unchanged since; null when none.
+  const Offer* OfferCovering(const at::Tensor& x) const;
   void AddOffer(const at::Tensor& x, precision::Magnitude magnitude);
   // The magnitude given, else the one offered for x.
   // With `produce`, x is owned and its values are still to be written (ApplyProduced).
