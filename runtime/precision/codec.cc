@@ -514,7 +514,6 @@ void DecodeSparse(Reader& in, const LogHeader& h, uint8_t* s) {
   }
   const uint8_t* bits = p + gap_bytes;
   Reader gaps(p, p + gap_bytes, in.offset());
-  if (n > 0) std::memset(s, 0, static_cast<size_t>(n));
   int64_t prev = -1;
   int64_t up = 0;
   for (int64_t i = 0; i < m; ++i) {
@@ -688,7 +687,9 @@ void DecodeLogInto(std::string_view bytes, LogRecord* record, const DecodeLimits
   }
   uint8_t* s = nullptr;
   try {
-    s = record->ResetForWrite(h.elements);
+    // A sparse record's states start NONE (those a reused record knows to be NONE are kept).
+    s = h.encoding == LogEncoding::kDense ? record->ResetForWrite(h.elements)
+                                          : record->ResetToNoneForWrite(h.elements);
   } catch (const std::bad_alloc&) {
     throw Error("log record: cannot allocate the " + std::to_string(h.elements) +
                 " element states it declares (use DecodeLimits to bound the element count)");

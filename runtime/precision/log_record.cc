@@ -96,18 +96,28 @@ uint8_t* LogRecord::ResetForWrite(int64_t n) {
   states_.resize(static_cast<size_t>(n));
   counts_ = StateCounts{};
   exact_.clear();
+  zero_prefix_ = 0;
   return states_.data();
 }
 
-void LogRecord::ResetToNone(int64_t n) {
+uint8_t* LogRecord::ResetToNoneForWrite(int64_t n) {
+  const int64_t known = std::min(zero_prefix_, n);  // (states past size() are not kept)
   uint8_t* states = ResetForWrite(n);
-  if (n > 0) std::memset(states, 0, static_cast<size_t>(n));
+  if (n > known) std::memset(states + known, 0, static_cast<size_t>(n - known));
+  return states;
+}
+
+void LogRecord::ResetToNone(int64_t n) {
+  ResetToNoneForWrite(n);
   counts_.none = n;
+  zero_prefix_ = n;
 }
 
 void LogRecord::FinishWrite(const StateCounts& counts, std::vector<ExactEntry> exact) {
   counts_ = counts;
   exact_ = std::move(exact);
+  // By the invariants, a record without entries has every state NONE.
+  zero_prefix_ = counts.logged() == 0 ? size() : 0;
 }
 
 }  // namespace vt::precision

@@ -392,3 +392,30 @@ TEST_CASE("codec: the decoder survives random and mutated bytes") {
   CHECK(valid > 0);
   CHECK(invalid > 0);
 }
+
+TEST_CASE("codec: decoding into a reused record leaves only the new record's entries") {
+  // The sparse decoder keeps the states a reused record knows to be NONE; entries of the
+  // record decoded before (sparse, dense, EXACT) must not survive into the next one.
+  const LogRecord sparse_a = LogRecord::FromStates({0, 1, 0, 0, 2, 0, 0, 0, 0, 0}, {});
+  const LogRecord sparse_b = LogRecord::FromStates({0, 0, 0, 2, 0, 0, 0, 0, 0, 1}, {});
+  const LogRecord none = LogRecord::FromStates(std::vector<uint8_t>(10, 0), {});
+  const LogRecord dense = LogRecord::FromStates({1, 2, 1, 2, 1, 2, 3, 1, 2, 1},
+                                                {ExactEntry{6, 0x3f800000u}});
+  const LogRecord exact = LogRecord::FromStates({0, 0, 3, 0, 0, 0, 0, 0, 0, 0},
+                                                {ExactEntry{2, 0x40000000u}});
+  LogRecord r;
+  const std::vector<const LogRecord*> order = {&sparse_a, &none,  &sparse_b, &dense, &none,
+                                               &exact,    &none,  &none,     &sparse_a};
+  for (const LogRecord* next : order) {
+    const LogEncoding enc = next == &dense ? LogEncoding::kDense : LogEncoding::kSparse;
+    vt::precision::DecodeLogInto(EncodeLog(*next, enc), &r);
+    CHECK(r == *next);
+    CHECK(r.counts() == next->counts());
+  }
+  // A record that fails to decode half-way leaves no knowledge behind.
+  std::string bad = EncodeLog(sparse_b, LogEncoding::kSparse);
+  bad.pop_back();
+  CHECK_THROWS_AS(vt::precision::DecodeLogInto(bad, &r), vt::Error);
+  vt::precision::DecodeLogInto(EncodeLog(none, LogEncoding::kSparse), &r);
+  CHECK(r == none);
+}

@@ -75,3 +75,53 @@ TEST_CASE("log record: equality and reuse of buffers") {
   CHECK(b == LogRecord::FromStates({1, 1}, {}));
   CHECK_THROWS_AS(b.ResetForWrite(-1), vt::Error);
 }
+
+TEST_CASE("log record: a reused record's states are NONE again after ResetToNone") {
+  // A record known to be all NONE skips clearing its states; every writer in between must
+  // end that knowledge, or an entry of an earlier call would survive into an exact
+  // boundary's record (and be encoded, and replayed, as the trainer's decision).
+  LogRecord r;
+  r.ResetToNone(10);
+  CHECK(r == LogRecord::FromStates(std::vector<uint8_t>(10, 0), {}));
+  CHECK(r.counts().none == 10);
+  uint8_t* p = r.ResetForWrite(10);
+  for (int i = 0; i < 10; ++i) p[i] = i % 2 == 0 ? 1 : 2;
+  vt::precision::StateCounts c;
+  c.down = 5;
+  c.up = 5;
+  r.FinishWrite(c, {});
+  r.ResetToNone(10);
+  CHECK(r == LogRecord::FromStates(std::vector<uint8_t>(10, 0), {}));
+
+  // A writer that stops before FinishWrite (a range error thrown mid-pass, a record that
+  // fails to decode) leaves what it wrote.
+  r.ResetToNone(10);
+  r.ResetForWrite(10)[7] = 1;
+  r.ResetToNone(10);
+  CHECK(r.state(7) == LogState::kNone);
+
+  // Written through mutable_states() after an all-NONE finish.
+  r.ResetToNone(6);
+  r.mutable_states()[3] = 2;
+  r.ResetToNone(6);
+  CHECK(r.state(3) == LogState::kNone);
+
+  // Shrunk, then grown past what was known: the new states are cleared too.
+  uint8_t* q = r.ResetForWrite(12);
+  for (int i = 0; i < 12; ++i) q[i] = 1;
+  c = {};
+  c.down = 12;
+  r.FinishWrite(c, {});
+  r.ResetToNone(4);
+  r.ResetToNone(12);
+  CHECK(r == LogRecord::FromStates(std::vector<uint8_t>(12, 0), {}));
+
+  // A finish without entries: the states are NONE by the invariants, and stay so.
+  uint8_t* z = r.ResetForWrite(5);
+  for (int i = 0; i < 5; ++i) z[i] = 0;
+  c = {};
+  c.none = 5;
+  r.FinishWrite(c, {});
+  uint8_t* w = r.ResetToNoneForWrite(8);
+  for (int i = 0; i < 8; ++i) CHECK(w[i] == 0);
+}
