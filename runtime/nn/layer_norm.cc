@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -58,6 +59,59 @@ VT_ROW_CLONES void ColumnRow(const double* __restrict g, const double* __restric
     gx[j] += g[j] * x[j];
     gs[j] += g[j];
   }
+}
+
+// NormsOf's tiles (nn/magnitude.cc): 128 rows by 512 columns.
+constexpr int64_t kAbsTileRows = 128, kAbsTileCols = 512;
+
+// The sum of |x[j]| over a row in NormsOf's order: its column tiles each in eight lanes (the
+// columns past the last group of eight into lane 0), the lanes as a tree, the tiles in order.
+VT_ROW_CLONES double RowAbsSum(const double* __restrict x, int64_t n) {
+  double total = 0.0;
+  for (int64_t j0 = 0; j0 < n; j0 += kAbsTileCols) {
+    const int64_t j1 = std::min(n, j0 + kAbsTileCols);
+    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      for (int l = 0; l < 8; ++l) a[l] += std::fabs(x[j + l]);
+    }
+    for (; j < j1; ++j) a[0] += std::fabs(x[j]);
+    const double t = LaneTree(a);
+    total = j0 == 0 ? t : total + t;
+  }
+  return total;
+}
+
+// One row of the backward's magnitude sums: the row's sums of |g w| and |(g w) xhat| over
+// its column tiles (each in eight lanes, the columns past the last group of eight into lane
+// 0, the lanes as a tree, the tiles added in order) into *row_gw, *row_gwx; |g xhat| and |g|
+// added to the column partials cx[j], cg[j].
+VT_ROW_CLONES void AbsSumsRow(const double* __restrict g, const double* __restrict x,
+                              const double* __restrict w, int64_t n, double* __restrict row_gw,
+                              double* __restrict row_gwx, double* __restrict cx,
+                              double* __restrict cg) {
+  double total_gw = 0.0, total_gwx = 0.0;
+  for (int64_t j0 = 0; j0 < n; j0 += kAbsTileCols) {
+    const int64_t j1 = std::min(n, j0 + kAbsTileCols);
+    double a[8] = {0, 0, 0, 0, 0, 0, 0, 0}, b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    auto one = [&](int64_t j, int l) __attribute__((always_inline)) {
+      const double gw = g[j] * w[j];
+      a[l] += std::fabs(gw);
+      b[l] += std::fabs(gw * x[j]);
+      cx[j] += std::fabs(g[j] * x[j]);
+      cg[j] += std::fabs(g[j]);
+    };
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8) {
+      for (int l = 0; l < 8; ++l) one(j + l, l);
+    }
+    for (; j < j1; ++j) one(j, 0);
+    const double ta = LaneTree(a), tb = LaneTree(b);
+    total_gw = j0 == 0 ? ta : total_gw + ta;
+    total_gwx = j0 == 0 ? tb : total_gwx + tb;
+  }
+  *row_gw = total_gw;
+  *row_gwx = total_gwx;
 }
 
 // The rows of x [..., D]: the product of the leading sizes (also when D is 0).
@@ -130,6 +184,22 @@ at::Tensor LayerNormRowSum(const at::Tensor& x) {
   })[0];
 }
 
+LayerNormRowSumAndAbs LayerNormRowSumAndAbsOf(const at::Tensor& x) {
+  const double* px = x.data_ptr<double>();
+  const int64_t d = x.size(-1);
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape.back() = 1;
+  at::Tensor abs = at::zeros(shape, x.options());
+  double* pa = abs.data_ptr<double>();
+  at::Tensor sum = RowLaneSums<1>(x, [&](int64_t r, int64_t j0, int64_t count, double* lanes) {
+    // The row's |x| sum with its first range (the ranges start at column 0), which then
+    // reads the row from the cache.
+    if (j0 == 0) pa[r] = RowAbsSum(px + r * d, d);
+    LaneSum(px + r * d + j0, count, lanes);
+  })[0];
+  return {sum, abs};
+}
+
 at::Tensor LayerNormCenteredSquareSum(const at::Tensor& x, const at::Tensor& mean_in) {
   const at::Tensor mean = mean_in.contiguous();
   const double *px = x.data_ptr<double>(), *pm = mean.data_ptr<double>();
@@ -187,6 +257,42 @@ at::Tensor LayerNormInputGrad(const at::Tensor& g, const at::Tensor& xhat, const
       InputGradRow(pg + r * d, px + r * d, pw, pr[r], pm[r], pmx[r], d, o + r * d);
     }
   });
+  return out;
+}
+
+LayerNormGradAbsSums LayerNormGradAbsSumsOf(const at::Tensor& g, const at::Tensor& xhat,
+                                            const at::Tensor& w_in) {
+  const at::Tensor w = w_in.contiguous();
+  const int64_t d = g.size(-1), rows = RowsOf(g);
+  const int64_t tiles = (rows + kAbsTileRows - 1) / kAbsTileRows;
+  LayerNormGradAbsSums out{at::empty({rows}, g.options()), at::empty({rows}, g.options()),
+                           at::empty({d}, g.options()), at::empty({d}, g.options())};
+  // Per row tile: [2, D] column partials, the tile's rows added in order from zero.
+  std::vector<double> parts(static_cast<size_t>(tiles * 2 * d), 0.0);
+  const double *pg = g.data_ptr<double>(), *px = xhat.data_ptr<double>();
+  const double* pw = w.data_ptr<double>();
+  double *rgw = out.row_gxhat.data_ptr<double>(), *rgwx = out.row_gxx.data_ptr<double>();
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      double* cx = parts.data() + t * 2 * d;
+      for (int64_t r = t * kAbsTileRows; r < std::min(rows, (t + 1) * kAbsTileRows); ++r) {
+        AbsSumsRow(pg + r * d, px + r * d, pw, d, rgw + r, rgwx + r, cx, cx + d);
+      }
+    }
+  });
+  // The tiles' column partials in tile order.
+  double *cx = out.col_gy_xhat.data_ptr<double>(), *cg = out.col_g.data_ptr<double>();
+  for (int64_t j = 0; j < d; ++j) {
+    cx[j] = tiles > 0 ? parts[static_cast<size_t>(j)] : 0.0;
+    cg[j] = tiles > 0 ? parts[static_cast<size_t>(d + j)] : 0.0;
+  }
+  for (int64_t t = 1; t < tiles; ++t) {
+    const double* p = parts.data() + t * 2 * d;
+    for (int64_t j = 0; j < d; ++j) {
+      cx[j] += p[j];
+      cg[j] += p[d + j];
+    }
+  }
   return out;
 }
 

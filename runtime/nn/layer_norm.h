@@ -23,6 +23,12 @@ bool LayerNormFused(const at::Tensor& x, std::initializer_list<const at::Tensor*
 
 // Per-row sum of x -> [..., 1] (RowSum).
 at::Tensor LayerNormRowSum(const at::Tensor& x);
+// LayerNormRowSum, and in the same pass the per-row sums of |x| -> [..., 1] in NormsOf's
+// order (the same bits as RowAbsMean's sums; see LayerNormGradAbsSums).
+struct LayerNormRowSumAndAbs {
+  at::Tensor sum, abs;
+};
+LayerNormRowSumAndAbs LayerNormRowSumAndAbsOf(const at::Tensor& x);
 // Per-row sum of (x - mean_r)^2 -> [..., 1], mean [..., 1].
 at::Tensor LayerNormCenteredSquareSum(const at::Tensor& x, const at::Tensor& mean);
 // xhat = (x - mean_r) * rstd_r and y = (xhat * w_j) + b_j, x's shape each.
@@ -43,6 +49,17 @@ LayerNormRowSums LayerNormGradRowSums(const at::Tensor& g, const at::Tensor& xha
 at::Tensor LayerNormInputGrad(const at::Tensor& g, const at::Tensor& xhat, const at::Tensor& w,
                               const at::Tensor& rstd, const at::Tensor& mean_g,
                               const at::Tensor& mean_gx);
+// The sums the backward's magnitudes read, in one pass over g and xhat: per row, of |g * w_j|
+// and of |(g * w_j) * xhat| -> [rows] each (RowAbsMean's sums of gxhat and gxx); per column, of
+// |g * xhat| and of |g| over the rows -> [D] each (ColumnAbsSum's, the parameters' gradient
+// magnitudes). In NormsOf's fixed order (nn/magnitude.h: tiles of 128 rows by 512 columns,
+// eight lanes across a row), not the profile's: the same bits as those functions of the
+// products, on any profile, thread count or vector width.
+struct LayerNormGradAbsSums {
+  at::Tensor row_gxhat, row_gxx, col_gy_xhat, col_g;
+};
+LayerNormGradAbsSums LayerNormGradAbsSumsOf(const at::Tensor& g, const at::Tensor& xhat,
+                                            const at::Tensor& w);
 // The parameters' gradients: column sums of g * xhat and of g over the rows -> [D] each.
 struct LayerNormColumnSums {
   at::Tensor gy_xhat, g;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <tuple>
+#include <vector>
 
 #include "runtime/common/error.h"
 #include "runtime/nn/batch_norm.h"
@@ -132,9 +133,17 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const double d = static_cast<double>(x.size(-1));
     // Fused (layer_norm.h): the statistics' sums straight from x, no centered tensor.
     const bool fused = LayerNormFused(x, {&w, &b});
-    at::Tensor mean =
-        ApplyBoundary(name + ".mean:fwd", (fused ? LayerNormRowSum(x) : RowSum(x)) / d, -1,
-                      MagnitudesWanted() ? RowAbsMean(x) : at::Tensor());
+    const bool magnitudes = MagnitudesWanted();
+    at::Tensor sum, mean_magnitude;
+    if (fused && magnitudes && x.dim() >= 2) {  // (RowAbsMean of one row takes ATen's sum)
+      LayerNormRowSumAndAbs sums = LayerNormRowSumAndAbsOf(x);
+      sum = sums.sum;
+      mean_magnitude = sums.abs / d;  // RowAbsMean(x): the same bits
+    } else {
+      sum = fused ? LayerNormRowSum(x) : RowSum(x);
+      if (magnitudes) mean_magnitude = RowAbsMean(x);
+    }
+    at::Tensor mean = ApplyBoundary(name + ".mean:fwd", sum / d, -1, mean_magnitude);
     const at::Tensor centered = fused ? at::Tensor() : x - mean;
     const at::Tensor var_sum =
         (fused ? LayerNormCenteredSquareSum(x, mean) : RowSum(centered * centered)) / d;
@@ -167,21 +176,40 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     const at::Tensor& g = grads[0];
     const double d = static_cast<double>(xhat.size(-1));
     // Fused (layer_norm.h): the row sums in one pass over g and xhat, the input gradient and
-    // the column sums in one more each, no products of g in memory; the magnitudes, when
-    // wanted, make the products they need.
+    // the column sums in one more each, and the magnitudes' sums, when wanted, in one more: no
+    // products of g in memory.
     const at::Tensor g_in = g.contiguous();
     const bool fused = LayerNormFused(g_in, {&w}) && ContiguousCpuDoubles({&g_in, &xhat});
     const bool magnitudes = MagnitudesWanted();
+    // (RowAbsMean of a single row takes ATen's sum: that case keeps the products.)
+    const bool fused_abs = fused && magnitudes && g_in.dim() >= 2;
+    LayerNormGradAbsSums abs_sums;
+    if (fused_abs) {
+      at::NoGradGuard no_grad;
+      abs_sums = LayerNormGradAbsSumsOf(g_in, xhat, w);
+    }
     at::Tensor gxhat, gxx;
-    if (!fused || magnitudes) {
+    if (!fused || (magnitudes && !fused_abs)) {
       gxhat = g * w;
       gxx = gxhat * xhat;
     }
     at::Tensor mean_g, mean_gx;
     if (fused) {
       const LayerNormRowSums sums = LayerNormGradRowSums(g_in, xhat, w);
-      std::tie(mean_g, mean_gx) =
-          RoundPair(ctx, sums.gxhat / d, sums.gxx / d, gxhat, gxx, &RowAbsMean);
+      if (fused_abs) {
+        std::vector<int64_t> stat_shape = xhat.sizes().vec();
+        stat_shape.back() = 1;
+        const at::Tensor both = RoundBackward(ctx, at::stack({sums.gxhat / d, sums.gxx / d}), [&] {
+          // RowAbsMean of g * w and of (g * w) * xhat: the same bits.
+          return at::stack(
+              {abs_sums.row_gxhat.view(stat_shape) / d, abs_sums.row_gxx.view(stat_shape) / d});
+        });
+        mean_g = both[0];
+        mean_gx = both[1];
+      } else {
+        std::tie(mean_g, mean_gx) =
+            RoundPair(ctx, sums.gxhat / d, sums.gxx / d, gxhat, gxx, &RowAbsMean);
+      }
     } else {
       std::tie(mean_g, mean_gx) =
           RoundPair(ctx, RowSum(gxhat) / d, RowSum(gxx) / d, gxhat, gxx, &RowAbsMean);
@@ -195,10 +223,11 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
       if (ctx->saved_data["agreed"].toBool() && IsAgreed(g)) {
         OfferMagnitude(gx, ZeroMagnitude());
       } else {
-        OfferMagnitude(gx, RowAbsSum3(rstd, gxhat, mean_g, xhat * mean_gx));
+        OfferMagnitude(gx,
+                       RowAbsSum3(rstd, gxhat.defined() ? gxhat : g * w, mean_g, xhat * mean_gx));
       }
-      AddGradMagnitude(w, ColumnAbsSum(g * xhat));
-      AddGradMagnitude(saved[3], ColumnAbsSum(g));
+      AddGradMagnitude(w, fused_abs ? abs_sums.col_gy_xhat : ColumnAbsSum(g * xhat));
+      AddGradMagnitude(saved[3], fused_abs ? abs_sums.col_g : ColumnAbsSum(g));
     }
     if (fused) {
       const LayerNormColumnSums sums = LayerNormGradColumnSums(g_in, xhat);

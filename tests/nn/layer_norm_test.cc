@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "runtime/nn/magnitude.h"
 #include "runtime/nn/reduce.h"
 #include "runtime/profile/profile.h"
 #include "tests/nn/helpers.h"
@@ -186,4 +187,60 @@ TEST_CASE("layer norm's layer matches ATen's layer_norm, fused or not", "[nn][la
       for (int i = 0; i < 3; ++i) CHECK(at::allclose(ours[i], ref[i], 1e-10, 1e-10));
     }
   }
+}
+
+namespace {
+
+// The same bits in the same shape (at::equal takes -0 for 0).
+bool SameTensorBits(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor w = want.contiguous();
+  if (!got.sizes().equals(want.sizes())) return false;
+  return SameBits(got, std::vector<double>(w.data_ptr<double>(), w.data_ptr<double>() + w.numel()));
+}
+
+}  // namespace
+
+TEST_CASE("layer norm's magnitude sums are RowAbsMean's and ColumnAbsSum's bits in one pass",
+          "[nn][layer norm]") {
+  // The backward's magnitudes (ROUNDING.md: the statistics' sums of |g w| and |g w xhat|, the
+  // parameters' sums of |g xhat| and |g|) and the forward's mean's (sum |x|) were the
+  // products in memory and NormsOf's passes over them; the fused pass must give the same
+  // bits on every profile and thread count: rows over several column tiles and with a tail
+  // past the last group of eight, columns over several row tiles.
+  vt::precision::testing::ThreadGuard threads;
+  NativeProfileAfter native;
+  at::manual_seed(34);
+  const std::vector<std::vector<int64_t>> shapes = {{5, 13},  {2, 3, 8},  {7, 1},         {33, 64},
+                                                    {3, 300}, {130, 700}, {2, 129, 1030}, {129, 3}};
+  for (const char* profile : {"native", "splitk4", "blocked"}) {
+    vt::ActivateProfile(vt::FindProfile(profile));
+    for (int n_threads : {1, 3}) {
+      at::set_num_threads(n_threads);
+      for (const std::vector<int64_t>& shape : shapes) {
+        INFO(profile << ", shape " << at::IntArrayRef(shape) << ", " << n_threads << " threads");
+        const int64_t d = shape.back();
+        const at::Tensor g = Rows(shape), xhat = Rows(shape), x = Rows(shape);
+        const at::Tensor w = at::randn({d}, at::kDouble);
+        const vt::nn::LayerNormGradAbsSums s = vt::nn::LayerNormGradAbsSumsOf(g, xhat, w);
+        std::vector<int64_t> row_shape = shape;
+        row_shape.back() = 1;
+        const at::Tensor gw = g * w;
+        CHECK(SameTensorBits(s.row_gxhat.view(row_shape) / static_cast<double>(d),
+                             vt::nn::RowAbsMean(gw)));
+        CHECK(SameTensorBits(s.row_gxx.view(row_shape) / static_cast<double>(d),
+                             vt::nn::RowAbsMean(gw * xhat)));
+        CHECK(SameTensorBits(s.col_gy_xhat, vt::nn::ColumnAbsSum(g * xhat)));
+        CHECK(SameTensorBits(s.col_g, vt::nn::ColumnAbsSum(g)));
+        const vt::nn::LayerNormRowSumAndAbs f = vt::nn::LayerNormRowSumAndAbsOf(x);
+        CHECK(SameTensorBits(f.sum, vt::nn::LayerNormRowSum(x)));
+        CHECK(SameTensorBits(f.abs / static_cast<double>(d), vt::nn::RowAbsMean(x)));
+      }
+    }
+  }
+  // Control: ATen's own sums of the same terms take another order, and other bits.
+  const at::Tensor g = Rows({130, 1030}), xhat = Rows({130, 1030});
+  const at::Tensor w = at::randn({1030}, at::kDouble);
+  const vt::nn::LayerNormGradAbsSums s = vt::nn::LayerNormGradAbsSumsOf(g, xhat, w);
+  CHECK_FALSE(SameTensorBits(s.row_gxx, (g * w * xhat).abs().sum(-1)));
+  CHECK_FALSE(SameTensorBits(s.col_g, g.abs().sum(0)));
 }

@@ -399,13 +399,13 @@ TEST_CASE("codec: decoding into a reused record leaves only the new record's ent
   const LogRecord sparse_a = LogRecord::FromStates({0, 1, 0, 0, 2, 0, 0, 0, 0, 0}, {});
   const LogRecord sparse_b = LogRecord::FromStates({0, 0, 0, 2, 0, 0, 0, 0, 0, 1}, {});
   const LogRecord none = LogRecord::FromStates(std::vector<uint8_t>(10, 0), {});
-  const LogRecord dense = LogRecord::FromStates({1, 2, 1, 2, 1, 2, 3, 1, 2, 1},
-                                                {ExactEntry{6, 0x3f800000u}});
-  const LogRecord exact = LogRecord::FromStates({0, 0, 3, 0, 0, 0, 0, 0, 0, 0},
-                                                {ExactEntry{2, 0x40000000u}});
+  const LogRecord dense =
+      LogRecord::FromStates({1, 2, 1, 2, 1, 2, 3, 1, 2, 1}, {ExactEntry{6, 0x3f800000u}});
+  const LogRecord exact =
+      LogRecord::FromStates({0, 0, 3, 0, 0, 0, 0, 0, 0, 0}, {ExactEntry{2, 0x40000000u}});
   LogRecord r;
-  const std::vector<const LogRecord*> order = {&sparse_a, &none,  &sparse_b, &dense, &none,
-                                               &exact,    &none,  &none,     &sparse_a};
+  const std::vector<const LogRecord*> order = {&sparse_a, &none, &sparse_b, &dense,   &none,
+                                               &exact,    &none, &none,     &sparse_a};
   for (const LogRecord* next : order) {
     const LogEncoding enc = next == &dense ? LogEncoding::kDense : LogEncoding::kSparse;
     vt::precision::DecodeLogInto(EncodeLog(*next, enc), &r);
