@@ -11,6 +11,7 @@
 --
 --   vtrun scripts/bench/training.lua [steps=6] [profile=native] [models=resnet18,gpt]
 --                                    [windows=paper,calibrated] [drain=auto|on|off] [boundaries=0]
+--                                    [baseline=paired|clean]
 -- boundaries=N: after each trainer and auditor row, the N boundaries (layer numbers folded:
 -- "h.#.mlp.gelu:fwd") that took the most wall time per timed step, from the step reports (a
 -- parameter's gradient and optimizer boundaries share one pass: its time, split equally).
@@ -22,12 +23,14 @@
 -- and "au/t64" divide by the baseline's median beside that runner. "tr cpu s" is the
 -- trainer's CPU time per step over all threads (a trainer encodes its records and writes its
 -- store on background threads; VTRUN_BACKGROUND=off or idle changes that, API.md).
+-- baseline=clean: each runner's ratios also against the baseline's step after vtrun's plain
+-- FP64 step (below, where `clean_baseline` is set).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, the rounding kernels'
 -- ratio_to_memcpy, round_log_calibrated_ratio and replay_ratio, then per model.
 local a = vt.args({steps = 6, profile = "native", models = "resnet18,gpt", windows = "paper,calibrated", drain = "auto",
-                   boundaries = 0}, arg)
+                   boundaries = 0, baseline = "paired"}, arg)
 if not (a.boundaries >= 0 and a.boundaries == math.floor(a.boundaries)) then
   error("bench/training: boundaries must be an integer >= 0, got " .. tostring(a.boundaries), 0)
 end
@@ -59,6 +62,18 @@ if a.drain ~= "auto" and a.drain ~= "on" and a.drain ~= "off" then
   error("bench/training: drain must be auto, on or off, got '" .. tostring(a.drain) .. "'", 0)
 end
 local drain = a.drain == "on" or (a.drain == "auto" and vt.threads() >= vt.cpus())
+-- The baseline's step after a runner's is slowed by what the runner's step leaves behind (a
+-- paper-window trainer's 6.5 MB of records a step and its store's memtable on GPT 4x256:
+-- LibTorch's next step 2.5-9% slower than after vtrun's plain FP64 step, in three runs; a
+-- calibrated trainer's: 0-1%), which flatters the runner's ratio: in a run of its own that
+-- cost lands on its own next step. baseline=clean steps vtrun's plain FP64 runner and the
+-- baseline once more after each pair and divides by that baseline step's median instead
+-- (columns "tr/t64c", "au/t64c"; JSON keys *_over_torch_fp64_clean): the baseline after a
+-- step like its own.
+if a.baseline ~= "paired" and a.baseline ~= "clean" then
+  error("bench/training: baseline must be paired or clean, got '" .. tostring(a.baseline) .. "'", 0)
+end
+local clean_baseline = a.baseline == "clean"
 io.stdout:setvbuf("line")  -- long runs (GPT-2 small) show each row as it is measured
 local corpus = vt.corpus
 
@@ -138,12 +153,16 @@ end
 -- of the runner, from os.clock: above its wall time when a background thread helps (a
 -- trainer encodes its records and writes its store beside the step).
 local warmup = 2  -- steps before timing (vtrun's FP64 GPT-2 small touches 1.3 GB more memory in its second)
-local function time_steps(runner, torch64, store)
+local function time_steps(runner, torch64, store, clean)
   for _ = 1, warmup do
     runner:step()
     if torch64 then torch64:step() end
+    if clean then
+      clean:step()
+      torch64:step()
+    end
   end
-  local own, base = {}, {}
+  local own, base, base_clean = {}, {}, {}
   local bytes, logged, elements, cpu = 0, 0, 0, 0
   local groups = {}  -- boundary name with its layer numbers folded -> summed statistics
   for i = 1, steps do
@@ -169,8 +188,15 @@ local function time_steps(runner, torch64, store)
       torch64:step()
       base[i] = clock() - t0
     end
+    if clean then  -- the baseline again, after vtrun's plain FP64 step
+      clean:step()
+      t0 = clock()
+      torch64:step()
+      base_clean[i] = clock() - t0
+    end
   end
-  return {s = median(own), torch64_s = torch64 and median(base), cpu_s = cpu / steps, bytes = bytes / steps,
+  return {s = median(own), torch64_s = torch64 and median(base), torch64_clean_s = clean and median(base_clean),
+          cpu_s = cpu / steps, bytes = bytes / steps,
           logged = logged / steps, elements = elements / steps, groups = groups}
 end
 
@@ -206,9 +232,10 @@ local results = {}
 print(string.format("%d timed steps per arm after %d warm-up steps, profile %s, %d threads, store writes %s", steps,
                     warmup, profile, vt.threads(),
                     drain and "drained after each step (counted as the runner's)" or "left to overlap"))
-print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s %12s %10s", "model", "window",
+print(string.format("%-14s %-10s %9s %9s %9s %9s %9s %9s %8s %8s %8s %8s %9s %12s %10s%s", "model", "window",
                     "torch32 s", "torch64 s", "fp32 s", "fp64 s", "trainer s", "auditor s", "tr/t64", "au/t64",
-                    "tr/fp64", "au/fp64", "tr cpu s", "log B/step", "logged %"))
+                    "tr/fp64", "au/fp64", "tr cpu s", "log B/step", "logged %",
+                    clean_baseline and string.format(" %8s %8s", "tr/t64c", "au/t64c") or ""))
 for _, m in ipairs(models) do
   -- The run is longer than the warm-up and the timed steps, so no checkpoint falls in the
   -- timed window (checkpoint hashing is measured by scripts/bench/store.lua).
@@ -217,8 +244,8 @@ for _, m in ipairs(models) do
                    seed = 1, checkpoint_every = steps + warmup + 1, round = round}
   end
   local spec = make_spec(nil)
-  local function plain(mode)
-    return vt.trainer{spec = spec, data = m.data, mode = mode, profile = profile}
+  local function plain(mode, plain_spec)
+    return vt.trainer{spec = plain_spec or spec, data = m.data, mode = mode, profile = profile}
   end
   local torch32 = time_steps(vt.torch_baseline{spec = spec, data = m.data, dtype = "float32"}).s
   collectgarbage("collect")
@@ -228,7 +255,15 @@ for _, m in ipairs(models) do
   -- which Lua's collector does not see: collect it before the next arm. The LibTorch FP64
   -- baseline stays for the model's arms, stepping in turn with each.
   local torch = vt.torch_baseline{spec = spec, data = m.data, dtype = "float64"}
-  local fp64_t = time_steps(plain("fp64"), torch)
+  -- (Its run: long enough to step with every arm, with no checkpoint.)
+  local clean_steps = (steps + warmup) * (1 + 2 * #windows) + 1
+  local fp64_runner = plain("fp64", clean_baseline and vt.spec{model = m.model, data = m.data, optim = m.optim,
+                                                               batch = m.batch, steps = clean_steps, seed = 1,
+                                                               checkpoint_every = clean_steps} or nil)
+  local fp64_t = time_steps(fp64_runner, torch)
+  -- baseline=clean: the plain FP64 runner stays, stepping after each pair of the arms.
+  local clean = clean_baseline and fp64_runner or nil
+  fp64_runner = nil
   collectgarbage("collect")
   local fp64 = fp64_t.s
   local torch64_all = {fp64_t.torch64_s}  -- the baseline's medians, one per arm
@@ -239,17 +274,21 @@ for _, m in ipairs(models) do
     local dir = workdir .. "/" .. m.name .. "-" .. window
     local trainer_store = vt.store.open(dir .. "-t")
     local trainer = vt.trainer{spec = wspec, data = m.data, profile = profile, store = trainer_store}
-    local t = time_steps(trainer, torch, trainer_store)
+    local t = time_steps(trainer, torch, trainer_store, clean)
     local auditor_store = vt.store.open(dir .. "-a")
     local auditor = vt.auditor{spec = wspec, data = m.data, logs = trainer, profile = profile,
                                store = auditor_store}
     trainer = nil  -- the auditor keeps the trainer's store; the model's memory can go
     collectgarbage("collect")
-    local a = time_steps(auditor, torch, auditor_store)
+    local a = time_steps(auditor, torch, auditor_store, clean)
     local tr, au = t.s, a.s
     local prefix = window == "paper" and "" or "calibrated_"
     row[prefix .. "trainer_over_torch_fp64"] = tr / t.torch64_s
     row[prefix .. "auditor_over_torch_fp64"] = au / a.torch64_s
+    if clean then
+      row[prefix .. "trainer_over_torch_fp64_clean"] = tr / t.torch64_clean_s
+      row[prefix .. "auditor_over_torch_fp64_clean"] = au / a.torch64_clean_s
+    end
     row[prefix .. "trainer_over_fp64"] = tr / fp64
     row[prefix .. "auditor_over_fp64"] = au / fp64
     row[prefix .. "trainer_over_fp32"] = tr / fp32
@@ -259,16 +298,18 @@ for _, m in ipairs(models) do
     row.rounded_per_step = t.elements
     torch64_all[#torch64_all + 1] = t.torch64_s
     torch64_all[#torch64_all + 1] = a.torch64_s
-    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %9.3f %12.0f %9.4f%%",
+    print(string.format("%-14s %-10s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f %9.3f %12.0f %9.4f%%%s",
                         m.name, window, torch32, median(torch64_all), fp32, fp64, tr, au, tr / t.torch64_s,
-                        au / a.torch64_s, tr / fp64, au / fp64, t.cpu_s, t.bytes, 100 * t.logged / t.elements))
+                        au / a.torch64_s, tr / fp64, au / fp64, t.cpu_s, t.bytes, 100 * t.logged / t.elements,
+                        clean and string.format(" %8.2f %8.2f", tr / t.torch64_clean_s, au / a.torch64_clean_s)
+                          or ""))
     print_boundaries("trainer", t)
     print_boundaries("auditor", a)
     auditor = nil
     collectgarbage("collect")
   end
   row.torch_fp64_s = median(torch64_all)
-  torch = nil
+  torch, clean = nil, nil
   collectgarbage("collect")
   results[#results + 1] = row
 end
@@ -294,7 +335,8 @@ print(string.format("rounding kernels (%s) over memcpy: round_log %.2f, calibrat
 
 local function json_number(v) return string.format("%.6g", v) end
 local keys = {"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
-              "trainer_over_fp32", "trainer_cpu_s", "log_bytes_per_step", "logged_fraction"}
+              "trainer_over_fp32", "trainer_cpu_s", "log_bytes_per_step", "logged_fraction",
+              "trainer_over_torch_fp64_clean", "auditor_over_torch_fp64_clean"}
 local parts = {}
 local function worst_of(key)
   local worst
@@ -306,7 +348,7 @@ end
 worst_of("fp64_over_torch_fp64")
 for _, prefix in ipairs({"", "calibrated_"}) do
   for _, key in ipairs({"trainer_over_torch_fp64", "auditor_over_torch_fp64", "trainer_over_fp64", "auditor_over_fp64",
-                        "log_bytes_per_step"}) do
+                        "log_bytes_per_step", "trainer_over_torch_fp64_clean", "auditor_over_torch_fp64_clean"}) do
     worst_of(prefix .. key)
   end
 end
