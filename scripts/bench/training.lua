@@ -24,7 +24,8 @@
 -- trainer's CPU time per step over all threads (a trainer encodes its records and writes its
 -- store on background threads; VTRUN_BACKGROUND=off or idle changes that, API.md).
 -- baseline=clean: each runner's ratios also against the baseline's step after vtrun's plain
--- FP64 step (below, where `clean_baseline` is set).
+-- FP64 step (below, where `clean_baseline` is set); the plain FP64 runner then stays in memory
+-- beside each trainer and auditor (GPT-2 small: about 4 GB more).
 -- Last line: one JSON object with trainer_over_torch_fp64, auditor_over_torch_fp64,
 -- trainer_over_fp64, auditor_over_fp64, fp64_over_torch_fp64, log_bytes_per_step (paper
 -- window; the worst model) and the same with the prefix calibrated_, the rounding kernels'
