@@ -15,6 +15,23 @@
 namespace vt::nn {
 namespace {
 
+// The entry of `registry` (offers, rounded outputs: keyed by their first element's address)
+// whose values x holds: x non-overlapping and dense, starting where the entry starts and as
+// long (the entry itself or a permuted view of all of it), its memory still the entry's (not
+// freed and reused at that address) and unchanged in place since (autograd's accumulation of
+// gradients changes it). Null otherwise.
+template <class Entry>
+const Entry* EntryCovering(const std::map<const void*, Entry>& registry, const at::Tensor& x) {
+  if (registry.empty() || !x.defined() || x.numel() == 0 || !x.is_non_overlapping_and_dense()) {
+    return nullptr;
+  }
+  auto it = registry.find(x.data_ptr());
+  if (it == registry.end()) return nullptr;
+  const Entry& e = it->second;
+  if (e.storage.expired() || e.numel != x.numel() || e.version != x._version()) return nullptr;
+  return &e;
+}
+
 thread_local StepContext* g_current = nullptr;
 
 constexpr const char* kModeNames[] = {"fp32", "fp64", "rounded", "log", "replay"};
@@ -149,16 +166,7 @@ const StepContext::Offer* StepContext::ValidOffer(const at::Tensor& x) const {
 }
 
 const StepContext::Offer* StepContext::OfferCovering(const at::Tensor& x) const {
-  if (offers_.empty() || !x.defined() || x.numel() == 0 || !x.is_non_overlapping_and_dense()) {
-    return nullptr;
-  }
-  auto it = offers_.find(x.data_ptr());
-  if (it == offers_.end()) return nullptr;
-  // Freed memory at the same address, a part of the offered values, or values changed in
-  // place since: not the offered values.
-  const Offer& o = it->second;
-  if (o.storage.expired() || o.numel != x.numel() || o.version != x._version()) return nullptr;
-  return &o;
+  return EntryCovering(offers_, x);
 }
 
 at::Tensor StepContext::OfferedFor(const at::Tensor& x) const {
@@ -583,19 +591,7 @@ void StepContext::AddGridOutput(const at::Tensor& rounded, int bits, uint32_t cr
 }
 
 const StepContext::GridOutput* StepContext::GridOutputOf(const at::Tensor& x) const {
-  if (grid_outputs_.empty() || !x.defined() || x.scalar_type() != at::kDouble || x.numel() == 0 ||
-      !x.is_non_overlapping_and_dense()) {
-    return nullptr;
-  }
-  // Non-overlapping and dense, starting where a registered contiguous output starts and as
-  // long: x covers exactly that output's memory, in some order of its dimensions.
-  auto it = grid_outputs_.find(x.data_ptr());
-  if (it == grid_outputs_.end()) return nullptr;
-  // As for offers: freed memory at the same address, a part of the output, or values changed
-  // in place since (autograd's accumulation of gradients) are not the rounded output.
-  const GridOutput& g = it->second;
-  if (g.storage.expired() || g.numel != x.numel() || g.version != x._version()) return nullptr;
-  return &g;
+  return x.defined() && x.scalar_type() == at::kDouble ? EntryCovering(grid_outputs_, x) : nullptr;
 }
 
 int64_t StepContext::grid_shortcuts(const std::string& boundary) const {

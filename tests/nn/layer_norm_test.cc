@@ -189,17 +189,6 @@ TEST_CASE("layer norm's layer matches ATen's layer_norm, fused or not", "[nn][la
   }
 }
 
-namespace {
-
-// The same bits in the same shape (at::equal takes -0 for 0).
-bool SameTensorBits(const at::Tensor& got, const at::Tensor& want) {
-  const at::Tensor w = want.contiguous();
-  if (!got.sizes().equals(want.sizes())) return false;
-  return SameBits(got, std::vector<double>(w.data_ptr<double>(), w.data_ptr<double>() + w.numel()));
-}
-
-}  // namespace
-
 TEST_CASE("layer norm's magnitude sums are RowAbsMean's and ColumnAbsSum's bits in one pass",
           "[nn][layer norm]") {
   // The backward's magnitudes (ROUNDING.md: the statistics' sums of |g w| and |g w xhat|, the
@@ -225,15 +214,16 @@ TEST_CASE("layer norm's magnitude sums are RowAbsMean's and ColumnAbsSum's bits 
         std::vector<int64_t> row_shape = shape;
         row_shape.back() = 1;
         const at::Tensor gw = g * w;
-        CHECK(SameTensorBits(s.row_gxhat.view(row_shape) / static_cast<double>(d),
-                             vt::nn::RowAbsMean(gw)));
-        CHECK(SameTensorBits(s.row_gxx.view(row_shape) / static_cast<double>(d),
-                             vt::nn::RowAbsMean(gw * xhat)));
-        CHECK(SameTensorBits(s.col_gy_xhat, vt::nn::ColumnAbsSum(g * xhat)));
-        CHECK(SameTensorBits(s.col_g, vt::nn::ColumnAbsSum(g)));
+        CHECK(vt::precision::testing::SameBits(s.row_gxhat.view(row_shape) / static_cast<double>(d),
+                                               vt::nn::RowAbsMean(gw)));
+        CHECK(vt::precision::testing::SameBits(s.row_gxx.view(row_shape) / static_cast<double>(d),
+                                               vt::nn::RowAbsMean(gw * xhat)));
+        CHECK(vt::precision::testing::SameBits(s.col_gy_xhat, vt::nn::ColumnAbsSum(g * xhat)));
+        CHECK(vt::precision::testing::SameBits(s.col_g, vt::nn::ColumnAbsSum(g)));
         const vt::nn::LayerNormRowSumAndAbs f = vt::nn::LayerNormRowSumAndAbsOf(x);
-        CHECK(SameTensorBits(f.sum, vt::nn::LayerNormRowSum(x)));
-        CHECK(SameTensorBits(f.abs / static_cast<double>(d), vt::nn::RowAbsMean(x)));
+        CHECK(vt::precision::testing::SameBits(f.sum, vt::nn::LayerNormRowSum(x)));
+        CHECK(vt::precision::testing::SameBits(f.abs / static_cast<double>(d),
+                                               vt::nn::RowAbsMean(x)));
       }
     }
   }
@@ -241,6 +231,6 @@ TEST_CASE("layer norm's magnitude sums are RowAbsMean's and ColumnAbsSum's bits 
   const at::Tensor g = Rows({130, 1030}), xhat = Rows({130, 1030});
   const at::Tensor w = at::randn({1030}, at::kDouble);
   const vt::nn::LayerNormGradAbsSums s = vt::nn::LayerNormGradAbsSumsOf(g, xhat, w);
-  CHECK_FALSE(SameTensorBits(s.row_gxx, (g * w * xhat).abs().sum(-1)));
-  CHECK_FALSE(SameTensorBits(s.col_g, g.abs().sum(0)));
+  CHECK_FALSE(vt::precision::testing::SameBits(s.row_gxx, (g * w * xhat).abs().sum(-1)));
+  CHECK_FALSE(vt::precision::testing::SameBits(s.col_g, g.abs().sum(0)));
 }
