@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/common/error.h"
+#include "runtime/precision/codec.h"
 #include "runtime/precision/divergence.h"
 #include "runtime/precision/round.h"
 #include "runtime/precision/window.h"
@@ -350,7 +351,7 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
       joins = !l.x->storage().is_alias_of(links[i].x->storage());
     }
     if (joins && mode_ == Mode::kReplay) {
-      auto it = log_->find({p.name, calls_.count(p.name) ? calls_.at(p.name) : 0});
+      auto it = ReplayRecord({p.name, calls_.count(p.name) ? calls_.at(p.name) : 0}, l.x->numel());
       joins = it != log_->end() && it->second.size() == l.x->numel();
       if (joins) p.record = &it->second;
     }
@@ -541,7 +542,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       return rounded.view(x.sizes());
     }
     case Mode::kReplay: {
-      auto it = log_->find({boundary, call});
+      auto it = ReplayRecord({boundary, call}, input.numel());
       const std::string where_text = "boundary '" + boundary + "' call " + std::to_string(call) +
                                      " at step " + std::to_string(step_);
       if (it == log_->end() || it->second.size() != input.numel()) {
@@ -651,7 +652,7 @@ at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, 
   } else if (mode_ == Mode::kReplay) {
     // An entry the trainer wrote here is checked by the full pass (a direction or EXACT value
     // on the grid is illegitimate); a record that does not fit is its mismatch.
-    auto r = log_->find(key);
+    auto r = ReplayRecord(key, x.numel());
     if (r == log_->end() || r->second.size() != x.numel() || r->second.counts().logged() != 0) {
       return {};
     }
@@ -736,6 +737,28 @@ void StepContext::Mismatch(const std::string& what) {
   if (log_mismatches_++ == 0) first_log_mismatch_ = what;
 }
 
+StepLog::iterator StepContext::ReplayRecord(const RecordKey& key, int64_t numel) {
+  auto it = log_->find(key);
+  if (it != log_->end() || deferred_.empty()) return it;
+  auto d = deferred_.find(key);
+  if (d == deferred_.end()) return it;
+  const std::string bytes = std::move(d->second);
+  deferred_.erase(d);
+  it = log_->emplace(key, precision::LogRecord()).first;
+  try {
+    precision::DecodeLimits limits;
+    limits.max_elements = numel;
+    precision::DecodeLogInto(bytes, &it->second, limits);
+  } catch (const std::exception& e) {
+    log_->erase(it);
+    Mismatch("the log record for boundary '" + key.first + "' call " + std::to_string(key.second) +
+             " at step " + std::to_string(step_) + " does not decode for its tensor of " +
+             std::to_string(numel) + " elements: " + e.what());
+    return log_->end();
+  }
+  return it;
+}
+
 void StepContext::Finish() {
   if (mode_ == Mode::kLog) {
     // Records of an earlier step that this one did not write (their buffers were reused).
@@ -746,7 +769,14 @@ void StepContext::Finish() {
     }
     return;
   }
-  if (mode_ != Mode::kReplay || used_records_ == static_cast<int64_t>(log_->size())) return;
+  if (mode_ != Mode::kReplay) return;
+  for (const auto& [key, bytes] : deferred_) {
+    Mismatch("the log has a record for boundary '" + key.first + "' call " +
+             std::to_string(key.second) + " at step " + std::to_string(step_) +
+             " that this replay never reached");
+  }
+  deferred_.clear();
+  if (used_records_ == static_cast<int64_t>(log_->size())) return;
   for (const auto& [key, record] : *log_) {
     auto it = calls_.find(key.first);
     if (it == calls_.end() || key.second >= it->second) {

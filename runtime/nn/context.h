@@ -293,6 +293,13 @@ class StepContext {
   // Replay: the trainer's trace to compare against; the first boundary call whose values
   // differ is reported by divergence() ("" while none does).
   void set_expected_trace(StepTrace trace) { expected_trace_ = std::move(trace); }
+  // Replay: records left encoded (too large to decode before the step, see
+  // Auditor::PrepareStep), decoded when their boundary call comes, with its tensor's size as
+  // the limit on what they may declare: a record never makes the replay hold more states
+  // than the tensor it is for. One its boundary never reaches is counted by Finish().
+  void set_deferred_records(std::map<RecordKey, std::string> deferred) {
+    deferred_ = std::move(deferred);
+  }
   const std::string& divergence() const { return divergence_; }
 
   // Replay: records that do not fit this computation. A boundary call with no record, or
@@ -304,6 +311,9 @@ class StepContext {
   // Finish() ends the step: replay counts the records no boundary reached; logging drops
   // the records of an earlier step that this one did not write.
   void Finish();
+  // Replay: counts a record that does not fit before any boundary looks for it (one that
+  // could not be decoded, dropped from the step's log), described by `what`.
+  void CountLogMismatch(const std::string& what) { Mismatch(what); }
   int64_t log_mismatches() const { return log_mismatches_; }
   const std::string& first_log_mismatch() const { return first_log_mismatch_; }
 
@@ -365,6 +375,7 @@ class StepContext {
   int64_t used_records_ = 0;
   StepTrace trace_;
   StepTrace expected_trace_;
+  std::map<RecordKey, std::string> deferred_;
   std::string divergence_;
   int64_t log_mismatches_ = 0;
   std::string first_log_mismatch_;
@@ -426,6 +437,10 @@ class StepContext {
                           const precision::RoundOptions& options);
 
   void Mismatch(const std::string& what);
+  // Replay: the record of `key` in the step's log, decoding a deferred one for a tensor of
+  // `numel` elements first (one that does not decode for it is a mismatch, and dropped);
+  // log_->end() if there is none.
+  StepLog::iterator ReplayRecord(const RecordKey& key, int64_t numel);
   bool Tampers(const std::string& boundary) const;
   // Tampers with one call's rounding; adds the values to stats.steered(_unlogged).
   void ApplyTamper(const std::string& boundary, const at::Tensor& x,

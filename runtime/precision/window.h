@@ -209,14 +209,16 @@ inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double a
   const double w = Window(band, c.g, alpha_scale);
   const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
   if (!tol.eligible) return false;
-  // v in the frame where x >= 0: its magnitude and whether it lies on the other side of 0.
+  // v in the frame where x >= 0: its magnitude and whether it lies on the other side of 0
+  // (a zero by its sign bit: +-0 is what values of that sign round to).
   const double av = static_cast<double>(BitsFloat(vb & 0x7fffffffu));
-  const bool v_neg = av != 0.0 && ((vb >> 31) != 0) != (x_sign != 0);
+  const bool v_neg = ((vb >> 31) != 0) != (x_sign != 0);
   const double g_above = SpacingAt(av, k);                         // step from |v| away from 0
   const double g_below = 2.0 * OnGridMidDistance(av, k, g_above);  // step toward 0 (g for 0)
-  // The midpoints adjacent to v, as signed values in that frame.
+  // The midpoints adjacent to v, as signed values in that frame. A zero's cell runs from 0
+  // to the midpoint on its own side only.
   const double m_far = v_neg ? -(av + 0.5 * g_above) : av + 0.5 * g_above;
-  const double m_near = v_neg ? -(av - 0.5 * g_below) : av - 0.5 * g_below;
+  const double m_near = av == 0.0 ? m_far : v_neg ? -(av - 0.5 * g_below) : av - 0.5 * g_below;
   return std::fabs(a - m_far) <= tol.t || std::fabs(a - m_near) <= tol.t;
 }
 

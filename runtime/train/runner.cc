@@ -266,6 +266,10 @@ StepReport Runner::Step() {
     context.set_record_sink(encoder_.get());
   }
   if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
+  for (const std::string& what : undecodable_) context.CountLogMismatch(what);
+  undecodable_.clear();
+  if (!deferred_.empty()) context.set_deferred_records(std::move(deferred_));
+  deferred_.clear();
   std::map<nn::RecordKey, at::Tensor> captured;
   if (options_.capture_kinds != 0) context.set_capture(&captured, options_.capture_kinds);
   std::map<nn::RecordKey, at::Tensor> reference = std::move(compare_next_);
@@ -453,7 +457,8 @@ Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
       ahead_job_.get();  // the job keeps its failures in ahead_
       if (ahead_.step == step && ahead_.read) {
         std::swap(*log, ahead_.log);  // the step's old buffers are the next read-ahead's
-        Encoded encoded = FinishDecoding(step, std::move(ahead_.records), ahead_.errors);
+        deferred_ = std::move(ahead_.deferred);
+        Encoded encoded = FinishDecoding(step, std::move(ahead_.records), ahead_.errors, log);
         StartReadAhead(step + 1);
         return encoded;
       }
@@ -517,26 +522,60 @@ namespace {
 
 // Decodes `records` into `log` (the previous step's buffers reused, other entries dropped):
 // on LibTorch's threads, or on the calling thread alone (`parallel` false: a background
-// thread beside the step's). Returns each record's decoding error ("" if none).
+// thread beside the step's). At most `eager_states` states are decoded here: records beyond
+// them, and any declaring more than precision::kDefaultLogElements, go to `*deferred`, to be
+// decoded at their boundary with its tensor's size as the limit. A hostile record then cannot
+// make the replay hold more states than an honest one would (a record of a few bytes may
+// declare 2^32 elements), and an honest record of any size decodes. Returns each record's
+// decoding error ("" if none).
 std::vector<std::string> DecodeRecordsInto(const std::vector<store::LogRecord>& records,
-                                           nn::StepLog* log, bool parallel) {
+                                           nn::StepLog* log, bool parallel, int64_t eager_states,
+                                           std::map<nn::RecordKey, std::string>* deferred) {
+  const size_t n = records.size();
+  std::vector<std::string> errors(n);
+  // What each record declares, read from its header alone; the decode limit is that count.
+  std::vector<int64_t> declared(n, -1);
+  precision::DecodeLimits any;
+  any.max_elements = precision::kMaxLogElements;
+  int64_t eager = 0;
   std::set<nn::RecordKey> keys;
-  for (const store::LogRecord& r : records) keys.insert({r.boundary, static_cast<int32_t>(r.call)});
+  for (size_t i = 0; i < n; ++i) {
+    const store::LogRecord& r = records[i];
+    const nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
+    if (r.boundary == nn::kTraceBoundary) continue;
+    if (keys.count(key) != 0 || deferred->count(key) != 0) {
+      errors[i] = "the step holds two records for this boundary call";
+      continue;
+    }
+    try {
+      declared[i] = precision::DecodeLogHeader(r.value, any).elements;
+    } catch (const std::exception& e) {
+      errors[i] = e.what()[0] != '\0' ? e.what() : "the record could not be decoded";
+      continue;
+    }
+    if (declared[i] > precision::kDefaultLogElements || eager + declared[i] > eager_states) {
+      (*deferred)[key] = r.value;
+      declared[i] = -1;
+      continue;
+    }
+    eager += declared[i];
+    keys.insert(key);
+  }
   for (auto it = log->begin(); it != log->end();)
     it = keys.count(it->first) != 0 ? std::next(it) : log->erase(it);
   // Entries are made here, in order, and filled independently.
-  const size_t n = records.size();
   std::vector<precision::LogRecord*> targets(n, nullptr);
   for (size_t i = 0; i < n; ++i) {
-    if (records[i].boundary != nn::kTraceBoundary)
+    if (declared[i] >= 0)
       targets[i] = &(*log)[{records[i].boundary, static_cast<int32_t>(records[i].call)}];
   }
-  std::vector<std::string> errors(n);
   auto decode = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (targets[i] == nullptr) continue;
       try {
-        precision::DecodeLogInto(records[i].value, targets[i]);
+        precision::DecodeLimits limits;
+        limits.max_elements = declared[i];
+        precision::DecodeLogInto(records[i].value, targets[i], limits);
       } catch (const std::exception& e) {
         errors[i] = e.what()[0] != '\0' ? e.what() : "the record could not be decoded";
       }
@@ -565,32 +604,49 @@ void Auditor::StartReadAhead(int64_t step) {
       return;  // asked again when the step comes, which reports a lasting failure
     }
     ahead_.read = true;
-    ahead_.errors = DecodeRecordsInto(ahead_.records, &ahead_.log, /*parallel=*/false);
+    ahead_.deferred.clear();
+    ahead_.errors = DecodeRecordsInto(ahead_.records, &ahead_.log, /*parallel=*/false,
+                                      options_.eager_log_states, &ahead_.deferred);
   });
 }
 
 Encoded Auditor::DecodeAuditorRecords(int64_t step, std::vector<store::LogRecord> records,
                                       nn::StepLog* log) {
   // The first record (in the trainer's order) that fails is the one reported.
-  const std::vector<std::string> errors = DecodeRecordsInto(records, log, /*parallel=*/true);
-  return FinishDecoding(step, std::move(records), errors);
+  deferred_.clear();
+  const std::vector<std::string> errors =
+      DecodeRecordsInto(records, log, /*parallel=*/true, options_.eager_log_states, &deferred_);
+  return FinishDecoding(step, std::move(records), errors, log);
 }
 
 Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> records,
-                                const std::vector<std::string>& errors) {
+                                const std::vector<std::string>& errors, nn::StepLog* log) {
+  // A record that does not decode is one the trainer committed (the log digest covers its
+  // bytes) and no honest trainer writes: evidence against the trainer, like a missing record,
+  // never a failure of the replay (which would leave a dispute undecided). Its boundary call
+  // then finds no record and rounds to nearest, as for a missing one.
   Encoded encoded;
   const size_t n = records.size();
   for (size_t i = 0; i < n; ++i) {
     store::LogRecord& r = records[i];
-    try {
-      if (r.boundary == nn::kTraceBoundary) expected_trace_ = nn::DecodeTrace(r.value);
-      if (!errors[i].empty()) throw Error(errors[i]);
-    } catch (const std::exception& e) {
-      throw Error("step " + std::to_string(step) + ", record '" + r.boundary + "' call " +
-                  std::to_string(r.call) + ": " + e.what());
+    const nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
+    std::string error = errors[i];
+    if (r.boundary == nn::kTraceBoundary) {
+      try {
+        expected_trace_ = nn::DecodeTrace(r.value);
+      } catch (const std::exception& e) {
+        expected_trace_.clear();  // no divergence diagnostics for this step
+        error = e.what();
+      }
+    } else if (!error.empty()) {
+      log->erase(key);
     }
-    encoded.emplace_back(nn::RecordKey{r.boundary, static_cast<int32_t>(r.call)},
-                         std::move(r.value));
+    if (!error.empty()) {
+      undecodable_.push_back("step " + std::to_string(step) + ", record '" + r.boundary +
+                             "' call " + std::to_string(r.call) +
+                             " could not be decoded: " + error);
+    }
+    encoded.emplace_back(key, std::move(r.value));
   }
   return encoded;
 }

@@ -78,6 +78,11 @@ struct RunnerOptions {
   // (store::Store::WriteStepBehind). Every call on the store, and the next step's write or
   // checkpoint, waits for it, so whoever reads the store sees the step. Default: kAuto.
   Background write_behind = Background::kAuto;
+  // Auditors: the element states a step decodes before it runs, at most. Records beyond it,
+  // and any declaring more than precision::kDefaultLogElements, are decoded at their
+  // boundary call with its tensor's size as their limit (StepContext::set_deferred_records).
+  // The same replay either way. Default: 2^31 (2 GiB of states).
+  int64_t eager_log_states = int64_t{1} << 31;
 };
 
 // Whether `choice` runs work on a background thread now.
@@ -161,8 +166,11 @@ class Runner {
   virtual std::vector<std::pair<nn::RecordKey, std::string>> FinishStep(
       int64_t step, const nn::StepContext& context, const nn::StepLog& log,
       std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
-  // Set by an auditor's PrepareStep: the trainer's trace of the step.
+  // Set by an auditor's PrepareStep: the trainer's trace of the step, and the records it
+  // could not decode (dropped from the step's log), counted as log mismatches by Step.
   nn::StepTrace expected_trace_;
+  std::vector<std::string> undecodable_;
+  std::map<nn::RecordKey, std::string> deferred_;  // records decoded at their boundary
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
   // A logging step's records encoded while it computes (record_encoder.h); after step_log_,
   // so that it stops reading the records before they are destroyed. Null until used.
@@ -235,9 +243,12 @@ class Auditor : public Runner {
   // Decodes a step's records into `log` (and the trace); returns them encoded, to commit.
   std::vector<std::pair<nn::RecordKey, std::string>> DecodeAuditorRecords(
       int64_t step, std::vector<store::LogRecord> records, nn::StepLog* log);
-  // The trace and the first decoding error of records decoded by DecodeRecordsInto.
+  // The trace of records decoded by DecodeRecordsInto into `log`; a record that failed to
+  // decode (or a trace that does not parse) is dropped from `log` and noted in undecodable_.
+  // Returns every record encoded, to commit: the trainer committed those bytes.
   std::vector<std::pair<nn::RecordKey, std::string>> FinishDecoding(
-      int64_t step, std::vector<store::LogRecord> records, const std::vector<std::string>& errors);
+      int64_t step, std::vector<store::LogRecord> records, const std::vector<std::string>& errors,
+      nn::StepLog* log);
   // Reads and decodes the records of `step` on a background thread (RunnerOptions::read_ahead).
   void StartReadAhead(int64_t step);
   RecordSource records_;
@@ -249,6 +260,7 @@ class Auditor : public Runner {
     std::vector<store::LogRecord> records;
     nn::StepLog log;
     std::vector<std::string> errors;
+    std::map<nn::RecordKey, std::string> deferred;
   };
   Ahead ahead_;
   std::future<void> ahead_job_;  // after ahead_: joined before ahead_ is destroyed

@@ -134,7 +134,7 @@ local function play(name, runner)
   net:add(game.trainer{runner = runner})
   net:add(game.auditor{store = vt.store.open(workdir .. "/" .. name .. "-auditor"), data = data, profile = "splitk4"})
   net:add(game.judge{store = vt.store.open(workdir .. "/" .. name .. "-judge"), data = data, profile = "blocked"})
-  local verdict = game.play{network = net, client = game.client{store = vt.store.open(workdir .. "/" .. name .. "-client")}}
+  local verdict = game.play{network = net, client = game.client{store = vt.store.open(workdir .. "/" .. name .. "-client"), spec = spec}}
   print(game.summary(verdict, net))
   return verdict
 end

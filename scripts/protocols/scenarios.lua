@@ -235,7 +235,8 @@ function M.run(name, ctx_or_options)
                          profile = ctx.profiles.auditor, behaviour = auditor_behaviour})
     net:add(game.judge{store = vt.store.open(ctx.dir .. "/" .. id .. "-judge"), data = ctx.data, profile = ctx.profiles.judge})
   end
-  local client = game.client{store = vt.store.open(ctx.dir .. "/" .. id .. "-client")}
+  -- The client ordered the honest spec (a deviating trainer trains under it too).
+  local client = game.client{store = vt.store.open(ctx.dir .. "/" .. id .. "-client"), spec = spec_for(ctx, window)}
   local verdict = game.play{network = net, client = client}
   for _, p in pairs(net.parties) do
     if p.close then p:close() end

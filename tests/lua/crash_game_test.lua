@@ -51,7 +51,7 @@ local function play(trainer_dir, auditor_dir, judge_dir, remote_role, kill_after
       net:add(game[role]{store = local_store(dirs[role]), data = party.data, profile = PROFILES[role]})
     end
   end
-  local client = game.client{store = local_store(tmp .. "/client")}
+  local client = game.client{store = local_store(tmp .. "/client"), spec = party.spec}
   local t0 = vt.clock()
   if kill_after then
     os.execute(string.format("(sleep %.3f; kill -9 %d) >/dev/null 2>&1 &", kill_after, remote.pid))

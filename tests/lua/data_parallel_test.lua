@@ -152,10 +152,12 @@ suite:test("the verification game decides on runs of sharded specs", function()
     local status, out = dp("--nproc 2", args)
     T.assert_eq(status, 0, out)
     local net = vt.game.network{game = case[1]}
-    net:add(vt.game.trainer{store = vt.store.open(sub .. "/trainer"), run = "run"})
+    local trainer_store = vt.store.open(sub .. "/trainer")
+    net:add(vt.game.trainer{store = trainer_store, run = "run"})
     net:add(vt.game.auditor{store = vt.store.open(sub .. "/auditor"), data = s.data, profile = "splitk4"})
     net:add(vt.game.judge{store = vt.store.open(sub .. "/judge"), data = s.data, profile = "blocked"})
-    local verdict = vt.game.play{network = net, client = vt.game.client{store = vt.store.open(sub .. "/client")}}
+    local verdict = vt.game.play{network = net, client = vt.game.client{store = vt.store.open(sub .. "/client"),
+                                                                   spec = trainer_store:run("run"):spec()}}
     local summary = vt.game.summary(verdict, net)
     T.assert_eq(verdict.outcome, case[3], summary)
     if case[2] then

@@ -162,7 +162,7 @@ t:test("a party that raises an error forfeits; the error is in the verdict", fun
   trainer.handlers.logs = function() error("disk on fire") end
   net:add(game.auditor{store = vt.store.open(tmp .. "/errors/a"), data = c.data, profile = "splitk4"})
   net:add(game.judge{store = vt.store.open(tmp .. "/errors/j"), data = c.data})
-  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/errors/c")}}
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/errors/c"), spec = trained:spec()}}
   T.assert_eq(v.outcome, "trainer_at_fault")
   T.assert_true(v.reason:find("disk on fire", 1, true) ~= nil, v.reason)
 end)
@@ -182,7 +182,7 @@ t:test("a malformed answer makes the answering party lose", function()
     trainer.handlers[case[1]] = case[2]
     net:add(game.auditor{store = vt.store.open(tmp .. "/malformed/a-" .. case[3]:sub(8, 12)), data = c.data, profile = "splitk4"})
     net:add(game.judge{store = vt.store.open(tmp .. "/malformed/j-" .. case[3]:sub(8, 12)), data = c.data})
-    local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/malformed/c-" .. case[3]:sub(8, 12))}}
+    local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/malformed/c-" .. case[3]:sub(8, 12)), spec = trained:spec()}}
     T.assert_eq(v.outcome, "trainer_at_fault", v.reason)
     T.assert_true(v.reason:find(case[3], 1, true) ~= nil, v.reason)
   end
@@ -197,7 +197,7 @@ t:test("a judge that cannot replay (other data) gives an inconclusive verdict na
   net:add(game.auditor{store = vt.store.open(tmp .. "/judge-data/a2"), data = c.data, profile = "splitk4"})
   local other = vt.data.synthetic{size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 4}
   net:add(game.judge{store = vt.store.open(tmp .. "/judge-data/j2"), data = other, profile = "blocked"})
-  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/judge-data/c2")}}
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/judge-data/c2"), spec = trained:spec()}}
   T.assert_eq(r.verdict.outcome, "trainer_at_fault")
   T.assert_eq(v.outcome, "inconclusive")
   T.assert_eq(v.forfeit, "judge")
@@ -216,7 +216,7 @@ t:test("the same party stores hold two games", function()
     net:add(game.trainer{runner = trained})
     net:add(game.auditor{store = stores.a, data = c.data, profile = "splitk4"})
     net:add(game.judge{store = stores.j, data = c.data})
-    local v = game.play{network = net, client = game.client{store = stores.c}}
+    local v = game.play{network = net, client = game.client{store = stores.c, spec = trained:spec()}}
     T.assert_eq(v.outcome, "accepted")
     games[i] = net.game
   end
@@ -226,7 +226,7 @@ t:test("the same party stores hold two games", function()
   net:add(game.trainer{runner = trained})
   net:add(game.auditor{store = stores.a, data = c.data, profile = "splitk4"})
   net:add(game.judge{store = stores.j, data = c.data})
-  local again = game.play{network = net, client = game.client{store = stores.c}}
+  local again = game.play{network = net, client = game.client{store = stores.c, spec = trained:spec()}}
   T.assert_eq(again.outcome, "auditor_at_fault")
   T.assert_true(again.reason:find("play each game under a new id", 1, true) ~= nil, again.reason)
   T.assert_eq(#stores.c:games(), 2)
@@ -238,7 +238,7 @@ e:test("constructors name what is missing or unknown", function()
   T.assert_error(function() game.auditor{store = vt.store.open(tmp .. "/e1")} end, "option 'data' is required")
   T.assert_error(function() game.judge{data = ctx.data} end, "option 'store' is required")
   T.assert_error(function() game.client{store = vt.store.open(tmp .. "/e2"), colour = 1} end,
-                 "unknown option 'colour' (valid: name, store)", true)
+                 "unknown option 'colour' (valid: name, spec, store)", true)
   T.assert_error(function() game.data{kind = "imagenet"} end, "unknown data kind 'imagenet'")
   T.assert_error(function() game.remote{role = "client"} end, "role must be")
   T.assert_error(function() scenarios.run("nope", ctx) end, "unknown scenario 'nope' (valid: honest,", true)

@@ -172,11 +172,12 @@ inline bool ExactLegitimate(double x, float v, int bits, double band, double alp
   const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
   if (!tol.eligible) return false;
   // Signed midpoints next to v: away from zero half the step above |v|, toward zero half
-  // the step below (for 0: half the step on either side).
+  // the step below; for +-0 only the one on its own side (values of the other sign round
+  // to the other zero).
   const double av = std::fabs(vd);
-  const double sgn = av == 0 ? 1.0 : (std::signbit(vd) ? -1.0 : 1.0);
+  const double sgn = std::signbit(vd) ? -1.0 : 1.0;
   const double m_far = sgn * (av + gv.step / 2);
-  const double m_near = sgn * (av - gv.step_below / 2);
+  const double m_near = av == 0 ? m_far : sgn * (av - gv.step_below / 2);
   // Measured in the frame where x >= 0 (negation is exact, so the same numbers).
   const double xs = std::fabs(x);
   const double f = std::signbit(x) ? -1.0 : 1.0;

@@ -567,6 +567,26 @@ TEST_CASE("replay: an EXACT value is legitimate only within the tolerance of a m
   CHECK(Replay(ToTensor({1.0, 1.0}), off_grid, o24).report.illegitimate == 1);
 }
 
+TEST_CASE("replay: an EXACT zero is legitimate only with the sign of the values near it") {
+  // x' = +-5e-46, under FP32's smallest spacing g0 = 2^-149 (1.4e-45), with a window of
+  // 4e-46: an honest trainer's value lies within that of x' (the correctness condition), so
+  // it has x''s sign, and rounds to the zero of that sign, whose cell ends at the midpoint
+  // +-g0/2 on the same side. The zero of the other sign needs a value of the other sign.
+  const RoundOptions o = Options(32, 0.0, 4e-46);
+  for (double sign : {1.0, -1.0}) {
+    const double xp = sign * 5e-46;
+    auto illegitimate = [&](float v) {
+      const LogRecord rec = LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(v)}});
+      return Replay(ToTensor({1.0, xp}), rec, o).report.illegitimate;
+    };
+    INFO("x' = " << xp);
+    CHECK(illegitimate(sign > 0 ? 0.0f : -0.0f) == 0);
+    CHECK(illegitimate(sign > 0 ? -0.0f : 0.0f) == 1);
+    CHECK(illegitimate(static_cast<float>(sign * P2(-149))) == 0);  // the g0 of its sign
+    CHECK(illegitimate(static_cast<float>(-sign * P2(-149))) == 1);
+  }
+}
+
 TEST_CASE("replay: EXACT entries under a narrow window are illegitimate, also for rnd_b(x')") {
   // band <= 1/4 and alpha = 0 (the paper's and the tight window): w <= spacing/4 everywhere,
   // so an honest trainer never writes EXACT; a forged one is flagged even when it holds

@@ -150,3 +150,95 @@ TEST_CASE("a flipped logged direction or a changed label shows at the right leaf
   CHECK_THROWS_WITH(Auditor(spec, Options(dir.path() + "/a2", "splitk4", Data(6)), source),
                     Contains("digest"));
 }
+
+namespace {
+
+// A sparse record of no entries that declares `elements` states: a few bytes that would
+// make a decoder allocate 2^32 states, were it not bounded by the tensor the record is for.
+std::string RecordDeclaring(uint64_t elements) {
+  std::vector<uint8_t> none(3, 0);
+  std::string bytes = vt::precision::EncodeLog(vt::precision::LogRecord::FromStates(none, {}),
+                                               vt::precision::LogEncoding::kSparse);
+  REQUIRE(static_cast<uint8_t>(bytes[6]) == 3);  // magic, version, encoding, then the count
+  std::string count;
+  do {
+    const uint8_t low = elements & 0x7f;
+    elements >>= 7;
+    count.push_back(static_cast<char>(low | (elements != 0 ? 0x80 : 0)));
+  } while (elements != 0);
+  return bytes.substr(0, 6) + count + bytes.substr(7);
+}
+
+}  // namespace
+
+TEST_CASE("an auditor decodes records at their boundary when it must, with equal roots",
+          "[runner]") {
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(6, 3);
+  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
+  while (!trainer.done()) trainer.Step();
+  // No state decoded before a step: every record waits for its boundary call.
+  RunnerOptions o = Options(dir.path() + "/a", "splitk4");
+  o.eager_log_states = 0;
+  Auditor auditor(spec, o, vt::train::StoreRecords(trainer.options().store, "run"));
+  while (!auditor.done()) {
+    const auto report = auditor.Step();
+    CHECK(report.log_mismatches == 0);
+    CHECK(report.illegitimate == 0);
+  }
+  CHECK(auditor.Root() == trainer.Root());
+}
+
+TEST_CASE("records no honest trainer writes are mismatches, never a failed replay", "[runner]") {
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(8, 4);
+  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
+  while (!trainer.done()) trainer.Step();
+  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+  // One kind of bad record a step (the log digest would hold them all: the trainer committed
+  // them), each of which made the replay throw before, or allocate 2^32 states.
+  const std::map<int64_t, std::string> expected = {
+      {2, "could not be decoded"},            // garbage bytes for fc0:fwd
+      {3, "does not decode for its tensor"},  // fc0:fwd declaring 2^32 states
+      {4, "never reached"},                   // a boundary the model has not, 2^32 states
+      {5, "could not be decoded"},            // a trace that does not parse
+      {6, "two records"},                     // fc0:fwd twice
+  };
+  auto tampered = [&](int64_t step) {
+    auto records = source(step);
+    for (auto& r : records) {
+      if (step == 2 && r.boundary == "fc0:fwd") r.value = "junk";
+      if (step == 3 && r.boundary == "fc0:fwd") r.value = RecordDeclaring(uint64_t{1} << 32);
+      if (step == 5 && r.boundary == "~trace") r.value = "x";
+    }
+    if (step == 4) {
+      vt::store::LogRecord extra;
+      extra.boundary = "no.such.layer:fwd";
+      extra.call = 0;
+      extra.value = RecordDeclaring(uint64_t{1} << 32);
+      records.push_back(extra);
+    }
+    if (step == 6) {
+      for (const auto& r : std::vector<vt::store::LogRecord>(records)) {
+        if (r.boundary == "fc0:fwd") records.push_back(r);
+      }
+    }
+    return records;
+  };
+  // Without a store, as the judge replays (a store refuses to commit a step with a duplicate).
+  RunnerOptions o = Options(dir.path() + "/a", "splitk4");
+  o.store = nullptr;
+  Auditor auditor(spec, o, tampered);
+  while (!auditor.done()) {
+    vt::train::StepReport report;
+    REQUIRE_NOTHROW(report = auditor.Step());
+    auto it = expected.find(report.step);
+    INFO("step " << report.step << ": " << report.log_mismatch);
+    if (it == expected.end()) {
+      CHECK(report.log_mismatches == 0);
+    } else {
+      CHECK(report.log_mismatches >= 1);
+      CHECK_THAT(report.log_mismatch, Contains(it->second));
+    }
+  }
+}

@@ -35,67 +35,58 @@ function Auditor:claimed_leaves()
 end
 
 function Auditor:on_audit(body)
-  local spec_hash = vt.store.sha256(body.spec)
-  if spec_hash ~= body.spec_hash then error("the disclosed spec does not hash to the committed spec_hash") end
-  local spec = vt.spec.parse(body.spec)
-  local k, n = tonumber(spec:get("checkpoint_every")), tonumber(spec:get("steps"))
-  if commitment.leaf_count(k, n) ~= body.n_leaves then
-    error(string.format("the commitment has %d leaves; the spec implies %d", body.n_leaves, commitment.leaf_count(k, n)))
-  end
-  self.commit = body
+  -- Every check comes before any state changes: a refused audit leaves this auditor as it was.
+  local c, why = commitment.of_spec(body.spec, body.root, body.n_leaves)
+  if c == nil then error("the commitment does not fit its spec: " .. why) end
+  if c.spec_hash ~= body.spec_hash then error("the disclosed spec does not hash to the committed spec_hash") end
+  local game_id = body.game or "game"
   -- A replay left from an earlier game of this id would be resumed without re-checking its
   -- logs, and its evidence is gone: refuse it rather than vouch for what was not checked.
-  if self.store:run(body.game or "game") ~= nil then
+  if self.store:run(game_id) ~= nil then
     error("this auditor's store already holds a replay for game '" .. tostring(body.game) ..
           "'; play each game under a new id (vt.game.network{game = ...}) or with a fresh store")
   end
-  self.runner = vt.auditor{spec = spec, data = self.data, store = self.store, run = body.game or "game",
+  self.commit = body
+  self.runner = vt.auditor{spec = c.spec, data = self.data, store = self.store, run = game_id,
                            profile = self.profile, logs = "given"}
-  self.run = self.store:run(body.game or "game")
+  self.run = self.store:run(game_id)
   local totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
                   steerable = 0, steps = 0}
   local per_step = {}  -- {step, logged, steerable, illegitimate} of every replayed step
   local evidence
   local t0 = vt.clock()
-  for leaf = 1, body.n_leaves - 1 do
-    local first = commitment.interval(leaf, k, n)
-    if self.runner:step_count() >= first then goto continue end  -- resumed past it
-    do
-      local answer = self:request(body.trainer, "logs", {leaf = leaf})
-      local ok, why = commitment.verify_leaf(answer.leaf, spec_hash, body.n_leaves, body.root)
-      if ok and answer.leaf.index ~= leaf then ok, why = false, "answered for another leaf" end
-      if ok and commitment.log_digest_of(answer.steps) ~= answer.leaf.log_digest then
-        ok, why = false, "the disclosed logs of leaf " .. leaf .. " do not match the log digest committed in the leaf"
-      end
-      if not ok then
-        evidence = {kind = "bad_logs", leaf = leaf, reason = why}
+  for leaf = 1, c.n_leaves - 1 do
+    local answer, seq = self:request(body.trainer, "logs", {leaf = leaf})
+    local ok, bad = commitment.check_logs_answer(answer, c, leaf)
+    if not ok then
+      -- The trainer's answer itself is the evidence: the network attests it by `seq`, so the
+      -- client can check the claim without taking this auditor's word (client.lua).
+      evidence = {kind = "bad_answer", type = "logs", leaf = leaf, seq = seq, answer = answer, reason = bad}
+      break
+    end
+    for _, s in ipairs(answer.steps) do
+      local okstep, report = pcall(self.runner.step, self.runner, s.records)
+      if not okstep then
+        evidence = evidence or {kind = "replay_error", leaf = leaf, step = s.step, reason = tostring(report)}
         break
       end
-      for _, s in ipairs(answer.steps) do
-        local okstep, report = pcall(self.runner.step, self.runner, s.records)
-        if not okstep then
-          evidence = evidence or {kind = "replay_error", leaf = leaf, step = s.step, reason = tostring(report)}
-          break
+      for key in pairs(totals) do totals[key] = totals[key] + (report[key] or 0) end
+      totals.steps = totals.steps + 1
+      per_step[#per_step + 1] = {step = s.step, logged = report.logged, steerable = report.steerable,
+                                 illegitimate = report.illegitimate}
+      if evidence == nil and (report.illegitimate > 0 or report.log_mismatches > 0) then
+        local where = {}
+        for name, b in pairs(report.boundaries) do
+          if b.illegitimate > 0 then where[#where + 1] = {boundary = name, illegitimate = b.illegitimate} end
         end
-        for key in pairs(totals) do totals[key] = totals[key] + (report[key] or 0) end
-        totals.steps = totals.steps + 1
-        per_step[#per_step + 1] = {step = s.step, logged = report.logged, steerable = report.steerable,
-                                   illegitimate = report.illegitimate}
-        if evidence == nil and (report.illegitimate > 0 or report.log_mismatches > 0) then
-          local where = {}
-          for name, b in pairs(report.boundaries) do
-            if b.illegitimate > 0 then where[#where + 1] = {boundary = name, illegitimate = b.illegitimate} end
-          end
-          table.sort(where, function(a, b) return a.boundary < b.boundary end)
-          evidence = {kind = report.illegitimate > 0 and "illegitimate" or "log_mismatch", leaf = leaf, step = s.step,
-                      illegitimate = report.illegitimate, log_mismatches = report.log_mismatches,
-                      log_mismatch = report.log_mismatch, boundaries = where}
-        end
-        if self.progress then io.stderr:write(string.format("\r  auditor: step %d/%d", s.step, n)) end
+        table.sort(where, function(x, y) return x.boundary < y.boundary end)
+        evidence = {kind = report.illegitimate > 0 and "illegitimate" or "log_mismatch", leaf = leaf, step = s.step,
+                    illegitimate = report.illegitimate, log_mismatches = report.log_mismatches,
+                    log_mismatch = report.log_mismatch, boundaries = where}
       end
-      if evidence and evidence.kind == "replay_error" then break end
+      if self.progress then io.stderr:write(string.format("\r  auditor: step %d/%d", s.step, c.n)) end
     end
-    ::continue::
+    if evidence and evidence.kind == "replay_error" then break end
   end
   if self.progress then io.stderr:write("\n") end
   local leaves = self:claimed_leaves()
@@ -119,19 +110,18 @@ end
 -- Bisection over prefix roots: leaf m "agrees" when the trainer's tree of the first m + 1
 -- leaves has this auditor's root of them (proved against the committed root by a
 -- consistency proof, the leaf itself by an inclusion proof). Agreement holds for a prefix and
--- fails after it, so ceil(log2(n)) queries find the first differing leaf j.
+-- fails after it, so ceil(log2(n)) queries find the first differing leaf j. The commitment
+-- comes with the request (the client's), not from this auditor's memory of the audit.
+-- An answer that does not verify ends the bisection with the answer and its attestation.
 function Auditor:on_bisect(body)
-  local c = self.commit
-  local spec_hash, n = c.spec_hash, c.n_leaves
+  local c = {spec_hash = body.spec_hash, n_leaves = body.n_leaves, root = body.root}
+  local n = c.n_leaves
   local mine = self:claimed_leaves()
   local function agrees(m)
     if m + 1 > #mine then return false, nil end
-    local answer = self:request(body.trainer, "leaf", {index = m})
-    local ok, why = commitment.verify_leaf(answer, spec_hash, n, c.root)
-    if ok and not vt.merkle.verify_consistency(answer.prefix_root, m + 1, n, answer.consistency, c.root) then
-      ok, why = false, "the prefix root of " .. (m + 1) .. " leaves is not consistent with the committed root"
-    end
-    if not ok then error({bad_answer = why, index = m}) end
+    local answer, seq = self:request(body.trainer, "leaf", {index = m})
+    local ok, why = commitment.check_leaf_answer(answer, c, m)
+    if not ok then error({bad_answer = why, index = m, seq = seq, answer = answer}) end
     return answer.prefix_root == commitment.merkle.root(mine, m + 1), answer
   end
   local lo, hi, rounds = -1, n - 1, 0
@@ -142,7 +132,8 @@ function Auditor:on_bisect(body)
     local ok, agree = pcall(agrees, mid)
     if not ok then
       if type(agree) == "table" and agree.bad_answer then
-        return {first_differing = mid, rounds = rounds, bad_answer = agree.bad_answer}
+        return {first_differing = mid, rounds = rounds, bad_answer = agree.bad_answer, seq = agree.seq,
+                answer = agree.answer}
       end
       error(agree, 0)
     end

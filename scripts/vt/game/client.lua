@@ -8,18 +8,39 @@ local wire = require "vt.game.wire"
 
 local M = {}
 
--- The client receives the commitment and the returned weights.
+-- The client ordered the training: it holds the spec (a vt.spec or its canonical text) and
+-- judges the commitment against it, receives the returned weights, and settles what the
+-- auditor claims of the trainer's answers against the network's attestations.
 local Client = setmetatable({}, {__index = party.Party})
 Client.__index = Client
 
 function M.new(options)
-  options = util.check_options("vt.game.client", options, {"store", "name"})
+  options = util.check_options("vt.game.client", options, {"store", "name", "spec"})
+  local spec = options.spec
+  if spec == nil then
+    error("vt.game.client: option 'spec' is required (the spec the client ordered: a vt.spec or its canonical text)", 2)
+  end
+  local text = spec
+  if type(spec) ~= "string" then
+    local ok, canonical = pcall(function() return spec:canonical() end)
+    if not ok then error("vt.game.client: option 'spec' must be a vt.spec or its canonical text, got " .. type(spec), 2) end
+    text = canonical
+  end
+  local ok, parsed = pcall(vt.spec.parse, text)
+  if not ok then error("vt.game.client: option 'spec' does not parse: " .. tostring(parsed), 2) end
   local self = setmetatable(party.new("client", options.name, options.store), Client)
+  self.spec_text, self.spec_hash = parsed:canonical(), parsed:hash()
   return self
 end
 
 -- ---------------------------------------------------------------------------------------
 -- The game.
+
+-- Whether `ev` (the auditor's evidence) names a leaf of the run that has steps.
+local function evidence_leaf_ok(ev, n_leaves)
+  return type(ev) == "table" and type(ev.kind) == "string" and wire.is_int(ev.leaf) and ev.leaf >= 1 and
+             ev.leaf < n_leaves
+end
 
 -- Plays the whole game; returns the verdict table:
 --   outcome ("accepted", "trainer_at_fault", "auditor_at_fault", "inconclusive"), reason,
@@ -33,7 +54,7 @@ function M.play(options)
     for _, p in ipairs{options.trainer, options.auditor, options.judge} do net:add(p) end
   end
   local client = options.client or net:party("client")
-  if client == nil then error("vt.game.play: option 'client' is required (vt.game.client{store=})", 2) end
+  if client == nil then error("vt.game.play: option 'client' is required (vt.game.client{store=, spec=})", 2) end
   if net:party(client.name) == nil then net:add(client) end
   local names = {trainer = "trainer", auditor = "auditor", judge = "judge"}
   for role, name in pairs(names) do
@@ -57,38 +78,94 @@ function M.play(options)
     local commit = net:request(client.name, "trainer", "commit", {})
     verdict.root, verdict.n_leaves, verdict.spec_hash = commit.root, commit.n_leaves, commit.spec_hash
     event("commit", commit)
-    local audit_request = {trainer = "trainer", game = net.game}
-    for key, v in pairs(commit) do audit_request[key] = v end
+    -- The commitment must be to the spec the client ordered, and fit it.
+    if commit.spec_hash ~= client.spec_hash or vt.store.sha256(commit.spec) ~= client.spec_hash then
+      return finish("trainer_at_fault", "the trainer committed to another spec (hash " .. commit.spec_hash ..
+                    ") than the client's (" .. client.spec_hash .. ")")
+    end
+    local c, misfit = commitment.of_spec(client.spec_text, commit.root, commit.n_leaves)
+    if c == nil then return finish("trainer_at_fault", "the trainer's commitment does not fit the spec: " .. misfit) end
+    if commit.checkpoint_every ~= c.k or commit.steps ~= c.n then
+      return finish("trainer_at_fault", string.format(
+        "the trainer's commitment claims %d steps with checkpoints every %d; the spec says %d and %d",
+        commit.steps, commit.checkpoint_every, c.n, c.k))
+    end
+    local function interval_of(leaf)
+      local first, last = commitment.interval(leaf, c.k, c.n)
+      return {leaf = leaf, first_step = first or 0, last_step = last or 0}
+    end
+
+    -- A claim of the auditor that the trainer's answer to its question (`type_`, for leaf
+    -- `index`) did not verify: the network's attestation says whether the trainer gave that
+    -- answer to that question; the client checks the answer itself.
+    local function settle(claim, type_, index)
+      verdict.interval = interval_of(index)
+      local record = wire.is_int(claim.seq) and net:attested(claim.seq) or nil
+      local asked = record and record.request and (type_ == "logs" and record.request.leaf or record.request.index)
+      if record == nil or record.from ~= "trainer" or record.to ~= "auditor" or record.type ~= type_ or asked ~= index then
+        return finish("auditor_at_fault", "the auditor claims a bad answer to '" .. type_ .. "' for leaf " .. index ..
+                      " that the network did not carry from the trainer to it")
+      end
+      if wire.body_digest(claim.answer) ~= record.digest then
+        return finish("auditor_at_fault", "the answer the auditor shows for '" .. type_ .. "' of leaf " .. index ..
+                      " is not the one the trainer gave it (network seq " .. claim.seq .. ")")
+      end
+      local good, why
+      if type_ == "logs" then
+        good, why = commitment.check_logs_answer(claim.answer, c, index)
+      else
+        good, why = commitment.check_leaf_answer(claim.answer, c, index)
+      end
+      if good then
+        return finish("auditor_at_fault", "the auditor claims that the trainer's answer to '" .. type_ .. "' for leaf " ..
+                      index .. " does not verify, but it does")
+      end
+      verdict.evidence = {kind = "bad_answer", type = type_, leaf = index, seq = claim.seq, reason = why}
+      local what = type_ == "logs" and "the trainer's logs of leaf " .. index or "the trainer's answer in bisection"
+      return finish("trainer_at_fault", what .. " did not verify: " .. why .. " (the network attests the answer, seq " ..
+                    claim.seq .. ")")
+    end
+
+    local audit_request = {trainer = "trainer", game = net.game, spec = client.spec_text, spec_hash = c.spec_hash,
+                           n_leaves = c.n_leaves, root = c.root, checkpoint_every = c.k, steps = c.n}
     local audit = net:request(client.name, "auditor", "audit", audit_request)
     verdict.audit = audit
     verdict.auditor_root = audit.root
     event("audit", audit)
+    local ev = audit.evidence
+    if ev == vt.json.null then ev = nil end
+    if ev ~= nil then
+      if not evidence_leaf_ok(ev, c.n_leaves) then
+        return finish("auditor_at_fault", "the auditor's evidence does not name a leaf of the run with steps (1.." ..
+                      (c.n_leaves - 1) .. ")")
+      end
+      if ev.kind == "bad_answer" then return settle(ev, "logs", ev.leaf) end
+    end
 
     local disputed = nil
     if audit.root ~= commit.root or audit.n_leaves ~= commit.n_leaves then
-      local b = net:request(client.name, "auditor", "bisect", {trainer = "trainer"})
+      local b = net:request(client.name, "auditor", "bisect", {trainer = "trainer", spec_hash = c.spec_hash,
+                                                                 n_leaves = c.n_leaves, root = c.root})
       verdict.rounds = b.rounds
-      if b.bad_answer then
-        verdict.interval = {leaf = b.first_differing}
-        return finish("trainer_at_fault", "the trainer's answer in bisection did not verify: " .. b.bad_answer)
+      if not (wire.is_int(b.first_differing) and b.first_differing < c.n_leaves) then
+        return finish("auditor_at_fault", "the auditor's root differs from the commitment, but its bisection names " ..
+                      "no leaf of the run")
       end
+      if b.bad_answer then return settle(b, "leaf", b.first_differing) end
       disputed = b.first_differing
       event("bisect", b)
     end
-    local ev = audit.evidence
-    if ev and ev ~= vt.json.null and (disputed == nil or ev.leaf < disputed) then disputed = ev.leaf end
+    if ev and (disputed == nil or ev.leaf < disputed) then disputed = ev.leaf end
 
     if disputed == nil then
       -- Accepted so far: the client checks the returned weights against the last leaf.
       local w = net:request(client.name, "trainer", "weights", {})
-      local okleaf, why = commitment.verify_leaf(w.leaf, commit.spec_hash, commit.n_leaves, commit.root)
-      if okleaf and w.leaf.index ~= commit.n_leaves - 1 then okleaf, why = false, "not the last leaf" end
+      local okleaf, why = commitment.verify_leaf(w.leaf, c.spec_hash, c.n_leaves, c.root, c.n_leaves - 1)
       if okleaf and vt.store.sha256(w.checkpoint) ~= w.leaf.state_digest then
         okleaf, why = false, "the returned weights do not match the state digest of the last leaf"
       end
       if not okleaf then
-        local first, last = commitment.interval(commit.n_leaves - 1, commit.checkpoint_every, commit.steps)
-        verdict.interval = {leaf = commit.n_leaves - 1, first_step = first, last_step = last}
+        verdict.interval = interval_of(c.n_leaves - 1)
         return finish("trainer_at_fault", why)
       end
       verdict.weights = {state_digest = w.leaf.state_digest, bytes = #w.checkpoint}
@@ -96,11 +173,10 @@ function M.play(options)
       return finish("accepted", "the auditor's replay gives the committed root, with no illegitimate entries")
     end
 
-    local first, last = commitment.interval(disputed, commit.checkpoint_every, commit.steps)
-    verdict.interval = {leaf = disputed, first_step = first or 0, last_step = last or 0}
+    verdict.interval = interval_of(disputed)
     event("dispute", verdict.interval)
     local judged = net:request(client.name, "judge", "adjudicate", {
-      spec = commit.spec, spec_hash = commit.spec_hash, root = commit.root, n_leaves = commit.n_leaves, leaf = disputed,
+      spec = client.spec_text, spec_hash = c.spec_hash, root = c.root, n_leaves = c.n_leaves, leaf = disputed,
       auditor_root = audit.root, auditor_leaves = audit.n_leaves, trainer = "trainer", auditor = "auditor",
       evidence = ev})
     for key, v in pairs(judged) do verdict[key] = v end

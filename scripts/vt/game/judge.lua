@@ -3,6 +3,7 @@
 local commitment = require "vt.game.commitment"
 local party = require "vt.game.party"
 local util = require "vt.util"
+local wire = require "vt.game.wire"
 
 local M = {}
 
@@ -24,57 +25,75 @@ end
 function Judge:on_adjudicate(body)
   local t0 = vt.clock()
   local j = body.leaf
-  local spec = vt.spec.parse(body.spec)
-  local k, n = tonumber(spec:get("checkpoint_every")), tonumber(spec:get("steps"))
-  local first, last = commitment.interval(j, k, n)
-  local verdict = {leaf = j, interval = {leaf = j, first_step = first or 0, last_step = last or 0},
-                   judge_profile = self.profile, evidence = {}}
+  local verdict = {leaf = j, judge_profile = self.profile, evidence = {}}
   local function decide(outcome, reason)
     verdict.outcome, verdict.reason = outcome, reason
     verdict.judge_seconds = vt.clock() - t0
     return verdict
   end
-  if vt.store.sha256(body.spec) ~= body.spec_hash then return decide("inconclusive", "the spec does not hash to spec_hash") end
+  local c, misfit = commitment.of_spec(body.spec, body.root, body.n_leaves)
+  if c == nil then return decide("inconclusive", "the request's commitment does not fit its spec: " .. misfit) end
+  if c.spec_hash ~= body.spec_hash then return decide("inconclusive", "the spec does not hash to spec_hash") end
+  if not (wire.is_int(j) and j < c.n_leaves) then
+    return decide("inconclusive", "the request names leaf " .. tostring(j) .. ", outside the run (0.." .. (c.n_leaves - 1) .. ")")
+  end
+  local spec = c.spec
+  local first, last = commitment.interval(j, c.k, c.n)
+  verdict.interval = {leaf = j, first_step = first or 0, last_step = last or 0}
 
-  -- The trainer's leaves j and j-1, proved against its committed root.
+  -- The trainer's leaves j and j-1, proved against its committed root at those indices.
   local trainer_leaf = self:request(body.trainer, "leaf", {index = j})
-  local ok, why = commitment.verify_leaf(trainer_leaf, body.spec_hash, body.n_leaves, body.root)
+  local ok, why = commitment.verify_leaf(trainer_leaf, c.spec_hash, c.n_leaves, c.root, j)
   if not ok then return decide("trainer_at_fault", "the trainer's leaf " .. j .. ": " .. why) end
   verdict.trainer_leaf = trainer_leaf.leaf
   verdict.proofs = {trainer = trainer_leaf.proof}
   local agreed
   if j > 0 then
     agreed = self:request(body.trainer, "leaf", {index = j - 1})
-    ok, why = commitment.verify_leaf(agreed, body.spec_hash, body.n_leaves, body.root)
+    ok, why = commitment.verify_leaf(agreed, c.spec_hash, c.n_leaves, c.root, j - 1)
     if not ok then return decide("trainer_at_fault", "the trainer's leaf " .. (j - 1) .. ": " .. why) end
   end
-  -- The hand-over: checkpoint of leaf j-1 and the logs of interval j, each checked against the leaves.
+  -- The hand-over: checkpoint of leaf j-1 and the logs of interval j (exactly its steps; none
+  -- for leaf 0), each checked against the leaves.
   local handover = self:request(body.trainer, "handover", {leaf = j})
-  if j > 0 and vt.store.sha256(handover.checkpoint or "") ~= agreed.state_digest then
+  if j > 0 and type(handover.checkpoint) ~= "string" then
+    return decide("trainer_at_fault", "the hand-over of leaf " .. j .. " carries no checkpoint of leaf " .. (j - 1))
+  end
+  if j > 0 and vt.store.sha256(handover.checkpoint) ~= agreed.state_digest then
     return decide("trainer_at_fault", "the handed-over checkpoint does not match the state digest of agreed leaf " .. (j - 1))
   end
-  local log_digest = commitment.log_digest_of(handover.steps)
-  if log_digest ~= trainer_leaf.log_digest then
-    return decide("trainer_at_fault", "the handed-over logs do not match the log digest committed in leaf " .. j)
-  end
+  ok, why = commitment.check_steps(handover.steps, j, c, trainer_leaf.log_digest)
+  if not ok then return decide("trainer_at_fault", "the hand-over of leaf " .. j .. ": " .. why) end
+  local log_digest = trainer_leaf.log_digest
 
   -- The auditor's leaves j and j-1, proved against the root it reported. An auditor whose
-  -- replay stopped (at bad logs or a failed replay) holds no leaf j.
-  if j < body.auditor_leaves then
-    local auditor_leaf = self:request(body.auditor, "leaf", {index = j})
-    if not vt.merkle.verify(auditor_leaf.leaf, j, body.auditor_leaves, auditor_leaf.proof, body.auditor_root) then
+  -- replay stopped (a failed replay) holds no leaf j.
+  local auditor_leaves = wire.is_int(body.auditor_leaves) and body.auditor_leaves or 0
+  local function auditor_leaf_at(i)
+    local m = self:request(body.auditor, "leaf", {index = i})
+    local okp, inside = pcall(vt.merkle.verify, m.leaf, i, auditor_leaves, m.proof, body.auditor_root)
+    if not (okp and inside) then return nil end
+    return m
+  end
+  if j < auditor_leaves then
+    local auditor_leaf = auditor_leaf_at(j)
+    if auditor_leaf == nil then
       return decide("auditor_at_fault", "the auditor's leaf " .. j .. " is not in the root it reported")
     end
     verdict.auditor_leaf = auditor_leaf.leaf
     verdict.proofs.auditor = auditor_leaf.proof
   end
   if j > 0 then
-    local auditor_prev = self:request(body.auditor, "leaf", {index = j - 1})
-    if not vt.merkle.verify(auditor_prev.leaf, j - 1, body.auditor_leaves, auditor_prev.proof, body.auditor_root) then
+    local auditor_prev = j - 1 < auditor_leaves and auditor_leaf_at(j - 1) or nil
+    if auditor_prev == nil then
       return decide("auditor_at_fault", "the auditor's leaf " .. (j - 1) .. " is not in the root it reported")
     end
+    -- The trainer's leaf j-1 is its committed one (proved at that index), and bisection over
+    -- committed prefixes finds the first leaf that differs: an auditor that disputes leaf j
+    -- while it disagrees on leaf j-1 named the wrong leaf.
     if auditor_prev.leaf ~= agreed.leaf then
-      return decide("inconclusive", "leaf " .. (j - 1) .. " is not agreed, so leaf " .. j .. " is not the first disputed one")
+      return decide("auditor_at_fault", "the auditor disputes leaf " .. j .. ", but its leaf " .. (j - 1) ..
+                    " already differs from the trainer's committed one: it named the wrong leaf")
     end
   end
 
@@ -131,7 +150,10 @@ function Judge:on_adjudicate(body)
   elseif matches_trainer and not matches_auditor then
     return decide("auditor_at_fault", "the judge's replay of interval " .. j .. " gives the trainer's leaf: a false alarm")
   elseif matches_trainer and matches_auditor then
-    return decide("inconclusive", "both parties agree on leaf " .. j .. " and the judge finds nothing against either")
+    -- The auditor disputed a leaf both parties hold alike on the strength of its own
+    -- evidence, which the judge's replay does not bear out: a false alarm (PROTOCOL.md).
+    return decide("auditor_at_fault", "both parties agree on leaf " .. j .. " and the judge's replay finds no " ..
+                  "illegitimate entry and no record out of place: the auditor's evidence is a false alarm")
   end
   return decide("inconclusive", "the judge's replay of interval " .. j .. " matches neither party's leaf")
 end

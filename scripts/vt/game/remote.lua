@@ -39,9 +39,9 @@ function M.remote(options)
 end
 
 -- Sends the request text and waits for its reply, routing the party's own requests (to other
--- parties) through the network meanwhile. Returns the reply text and the seconds spent on
--- those nested requests (not counted against this party's deadline).
-function Remote:deliver(text, deadline, net)
+-- parties) through the network meanwhile, as this party (whatever sender a line names).
+-- Returns the reply text. The wait for the reply does not count the nested requests' time.
+function Remote:deliver(text, deadline, net, seq)
   self.child:send(text)
   local nested = 0
   local start = vt.clock()
@@ -52,16 +52,24 @@ function Remote:deliver(text, deadline, net)
       if why == "timeout" then wire.forfeit(self.name, "missed the deadline (no answer in " .. deadline .. " s)") end
       wire.forfeit(self.name, "its process ended without answering")
     end
-    local message = json.decode(line)
-    if message.kind == "reply" then return line, nested end
+    local okdecode, message = pcall(json.decode, line)
+    if not okdecode or type(message) ~= "table" then wire.forfeit(self.name, "wrote a line that is not a JSON object") end
+    if message.kind == "reply" then
+      if seq ~= nil and message.seq ~= seq then
+        wire.forfeit(self.name, "answered request " .. tostring(message.seq) .. " while request " .. seq .. " was asked")
+      end
+      return line
+    end
+    if message.kind ~= "request" then wire.forfeit(self.name, "wrote a line that is neither a request nor a reply") end
     -- A request of the remote party to another party.
     local t = vt.clock()
-    local ok, body = pcall(net.request, net, message.from, message.to, message.type, message.body)
+    local ok, body, attested = pcall(net.request, net, self.name, message.to, message.type, message.body)
     nested = nested + (vt.clock() - t)
-    local reply = {kind = "reply", seq = message.seq, to = message.from}
+    local reply = {kind = "reply", seq = message.seq, to = self.name, attested = attested}
     if ok then
       reply.body = body
     elseif wire.is_forfeit(body) then
+      -- The network has raised this forfeit itself; it honours it when the party passes it on.
       reply.forfeit = {party = body.forfeit, reason = body.reason}
     else
       reply.error = tostring(body)
@@ -101,9 +109,15 @@ function M.serve()
     local request = {kind = "request", game = party.current_game, seq = seq, from = from, to = to, type = type_, body = body or {}}
     party:record(party.current_game or "game", request)
     send(request)
-    local reply = json.decode(io.stdin:read("*l"))
+    local line = io.stdin:read("*l")
+    if line == nil then error("the game's network closed while " .. to .. " was asked '" .. type_ .. "'") end
+    local reply = json.decode(line)
+    if reply.kind ~= "reply" or reply.seq ~= seq then
+      error("the network answered request " .. tostring(reply.seq) .. " while request " .. seq .. " was waiting")
+    end
     party:record(party.current_game or "game", reply)
-    return wire.accept_reply(to, type_, reply)
+    -- The network's sequence number of the exchange: what its attestation of the reply is kept by.
+    return wire.accept_reply(to, type_, reply), reply.attested
   end}
   send{hello = config.role, pid = 0}
   for line in io.stdin:lines() do

@@ -1,0 +1,342 @@
+-- Adaptive cheats against the game's own rules (not the training): a party that has read
+-- vt.game and answers, asks or claims whatever helps it. Each test is a forgery that won, or
+-- convicted an honest party, before the check that now decides it; each names the verdict
+-- PROTOCOL.md requires. The parties are overridden the way a cheater's own code would do it:
+-- its handlers replaced, or a Merkle tree of its own served.
+local T = require "vt.test"
+local game = require "vt.game"
+local wire = require "vt.game.wire"
+local commitment = require "vt.game.commitment"
+local list = require "protocols.scenario_list"
+
+local tmp = vt.fs.tmpdir("vtrun-game-attacks")
+local setup = list.setups.tiny
+local data = game.data(setup.data)
+local ZERO = commitment.ZERO
+local K, N = setup.k, setup.steps
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local o = {}
+  for k, v in pairs(t) do o[k] = copy(v) end
+  return o
+end
+local spec = vt.spec{model = vt.models.mlp(copy(setup.model)), data = data, optim = vt.optim.sgd(copy(setup.optim)),
+                     batch = setup.batch, steps = N, seed = 1, checkpoint_every = K, round = {bits = 32, band = 1 / 16}}
+
+local trained = {}
+local function train(name, deviate)
+  if trained[name] then return trained[name] end
+  local runner = vt.trainer{spec = spec, data = data, store = vt.store.open(tmp .. "/trainer-" .. name), profile = "native",
+                            run = "run", deviate = deviate}
+  runner:run{progress = false}
+  trained[name] = runner
+  return runner
+end
+local POISON_FROM = 13  -- leaf 4 (steps 13..16)
+local function honest() return train("honest") end
+local function poisoned() return train("labels", {kind = "labels", from_step = POISON_FROM}) end
+
+local games = 0
+local function auditor_party()
+  games = games + 1
+  return game.auditor{store = vt.store.open(tmp .. "/a" .. games), data = data, profile = "splitk4"}
+end
+-- Plays one game; returns the verdict.
+local function play(trainer_party, auditor, options)
+  games = games + 1
+  local net = game.network{game = "g" .. games, deadlines = options and options.deadlines}
+  net:add(trainer_party)
+  net:add(auditor or auditor_party())
+  net:add(game.judge{store = vt.store.open(tmp .. "/j" .. games), data = data, profile = "blocked"})
+  return game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games), spec = spec}}
+end
+local function expect(v, outcome, reason)
+  T.assert_eq(v.outcome, outcome, v.reason)
+  if reason then T.assert_true(v.reason:find(reason, 1, true) ~= nil, "reason: " .. tostring(v.reason)) end
+end
+
+-- A trainer that serves a tree of its own making: leaf i of digests infos[i], the steps of
+-- steps_by_leaf[i], the checkpoints of ckpts[i].
+local function fake_trainer(base, infos, steps_by_leaf, ckpts)
+  local text = base:store():run("run"):spec()
+  local h = vt.store.sha256(text)
+  local n = #infos + 1
+  local tree, leaves = vt.merkle.tree(), {}
+  for i = 0, n - 1 do
+    leaves[i] = vt.store.leaf(h, i, infos[i].state_digest, infos[i].log_digest)
+    tree:append(leaves[i])
+  end
+  local t = game.trainer{runner = base}
+  local function msg(i)
+    return {index = i, leaf = leaves[i], state_digest = infos[i].state_digest, log_digest = infos[i].log_digest,
+            proof = tree:prove(i)}
+  end
+  t.handlers.commit = function()
+    return {spec = text, spec_hash = h, n_leaves = n, root = tree:root(), checkpoint_every = K, steps = N}
+  end
+  t.handlers.logs = function(_, body) return {leaf = msg(body.leaf), steps = steps_by_leaf[body.leaf] or {}} end
+  t.handlers.leaf = function(_, body)
+    local m = msg(body.index)
+    m.prefix_root = tree:root(body.index + 1)
+    m.consistency = tree:consistency(body.index + 1, n)
+    return m
+  end
+  t.handlers.handover = function(_, body)
+    local j = body.leaf
+    return {leaf = j, steps = steps_by_leaf[j] or {}, checkpoint = j > 0 and ckpts[j - 1] or nil}
+  end
+  t.handlers.weights = function() return {leaf = msg(n - 1), checkpoint = ckpts[n - 1]} end
+  return t
+end
+-- A run's leaves' digests, steps by leaf and checkpoints, as fake_trainer takes them.
+local function run_tables(runner)
+  local run = runner:store():run("run")
+  local infos, steps, ckpts = {}, {}, {}
+  for i = 0, run:size() - 1 do
+    local li = run:leaf_info(i)
+    infos[i] = {state_digest = li.state_digest, log_digest = li.log_digest}
+    ckpts[i] = run:checkpoint(i)
+    local first, last = commitment.interval(i, K, N)
+    if first then
+      steps[i] = {}
+      for s = first, last do steps[i][#steps[i] + 1] = {step = s, records = run:step(s)} end
+    end
+  end
+  return infos, steps, ckpts
+end
+
+local a = T.suite("a lying auditor against an honest trainer")
+a:test("a forfeit of the trainer claimed in the auditor's reply is the auditor's", function()
+  local aud = auditor_party()
+  aud.handlers.audit = function() wire.forfeit("trainer", "made up by the auditor") end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "which the network never saw")
+end)
+a:test("a bad answer in bisection the trainer never gave is the auditor's", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body) local r = audit(self, body) r.root = ZERO return r end
+  aud.handlers.bisect = function() return {rounds = 1, first_differing = 1, bad_answer = "made up", seq = 2, answer = {}} end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "did not carry from the trainer")
+end)
+a:test("a bad answer shown other than the trainer gave it is the auditor's", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body)
+    local r = audit(self, body)
+    local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
+    answer.steps[1].records[1].value = "edited"
+    r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
+    return r
+  end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "is not the one the trainer gave")
+end)
+a:test("a bad answer that verifies is the auditor's", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body)
+    local r = audit(self, body)
+    local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
+    r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
+    return r
+  end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "but it does")
+end)
+a:test("evidence naming a leaf outside the run is the auditor's", function()
+  for _, leaf in ipairs{0, 6, -1, 1.5} do
+    local aud = auditor_party()
+    local audit = aud.handlers.audit
+    aud.handlers.audit = function(self, body) local r = audit(self, body) r.evidence = {kind = "illegitimate", leaf = leaf} return r end
+    expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "does not name a leaf of the run")
+  end
+end)
+a:test("evidence the judge's replay does not bear out is a false alarm", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body) local r = audit(self, body) r.evidence = {kind = "illegitimate", leaf = 2} return r end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "false alarm")
+end)
+a:test("a question outside the run is the asker's fault, not the trainer's", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body) self:request(body.trainer, "logs", {leaf = 99}) return audit(self, body) end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "outside the run")
+end)
+a:test("a request outside the protocol's routes is the sender's fault", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body) self:request(body.trainer, "weights", {}) return audit(self, body) end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "may not ask that")
+end)
+a:test("a bisection that names no leaf while the roots differ is the auditor's", function()
+  local aud = auditor_party()
+  local audit = aud.handlers.audit
+  aud.handlers.audit = function(self, body) local r = audit(self, body) r.root = ZERO return r end
+  aud.handlers.bisect = function() return {agreed = true, rounds = 0} end
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "names no leaf")
+end)
+
+local t = T.suite("a cheating trainer")
+t:test("a forfeit of the auditor claimed in the trainer's answer is the trainer's", function()
+  local tr = game.trainer{runner = poisoned()}
+  tr.handlers.logs = function() wire.forfeit("auditor", "made up by the trainer") end
+  expect(play(tr), "trainer_at_fault", "which the network never saw")
+  local tr2 = game.trainer{runner = poisoned()}
+  local leaf = tr2.handlers.leaf
+  tr2.handlers.leaf = function(self, body, m)
+    if m.from == "judge" then wire.forfeit("auditor", "made up by the trainer") end
+    return leaf(self, body, m)
+  end
+  expect(play(tr2), "trainer_at_fault", "which the network never saw")
+end)
+t:test("a commitment to another spec than the client's is the trainer's", function()
+  local tr = game.trainer{runner = poisoned()}
+  local commit = tr.handlers.commit
+  tr.handlers.commit = function(self, body)
+    local c = commit(self, body)
+    c.spec = c.spec:gsub("\nsteps=" .. N .. "\n", "\nsteps=1\n")
+    c.spec_hash = vt.store.sha256(c.spec)
+    return c
+  end
+  expect(play(tr), "trainer_at_fault", "committed to another spec")
+  local tr2 = game.trainer{runner = poisoned()}
+  local commit2 = tr2.handlers.commit
+  tr2.handlers.commit = function(self, body) local c = commit2(self, body) c.n_leaves = c.n_leaves + 1 return c end
+  expect(play(tr2), "trainer_at_fault", "does not fit the spec")
+end)
+t:test("logs with a duplicated record are the trainer's, not the auditor's", function()
+  local tr = game.trainer{runner = poisoned()}
+  local logs = tr.handlers.logs
+  tr.handlers.logs = function(self, body)
+    local r = logs(self, body)
+    local rec = r.steps[1].records[1]
+    table.insert(r.steps[1].records, {boundary = rec.boundary, call = rec.call, value = rec.value})
+    return r
+  end
+  local v = play(tr)
+  expect(v, "trainer_at_fault", "appears twice")
+  T.assert_eq(v.evidence.kind, "bad_answer")
+end)
+t:test("a bisection answer without its prefix proof is the trainer's", function()
+  local tr = game.trainer{runner = poisoned()}
+  local leaf = tr.handlers.leaf
+  tr.handlers.leaf = function(self, body, m)
+    local r = leaf(self, body, m)
+    if m.from == "auditor" then r.prefix_root = nil end
+    return r
+  end
+  expect(play(tr), "trainer_at_fault", "no prefix root")
+end)
+t:test("the judge's leaf j-1 answered with leaf j is the trainer's", function()
+  local tr = game.trainer{runner = poisoned()}
+  local leaf, first = tr.handlers.leaf, nil
+  tr.handlers.leaf = function(self, body, m)
+    if m.from == "judge" then
+      if first == nil then
+        first = body.index
+      elseif body.index == first - 1 then
+        return leaf(self, {index = first}, m)
+      end
+    end
+    return leaf(self, body, m)
+  end
+  tr.handlers.handover = function(self, body)
+    local out = game.trainer{runner = poisoned()}:on_handover(body)
+    out.checkpoint = poisoned():store():run("run"):checkpoint(body.leaf)
+    return out
+  end
+  expect(play(tr), "trainer_at_fault", "answered with leaf")
+end)
+t:test("leaves of no work (unchanged states, empty logs) are the trainer's", function()
+  local infos, steps, ckpts = run_tables(honest())
+  local none, same = {}, {}
+  for i = 0, #infos do
+    none[i] = {state_digest = infos[0].state_digest, log_digest = ZERO}
+    same[i] = ckpts[0]
+  end
+  expect(play(fake_trainer(honest(), none, {}, same)), "trainer_at_fault", "covers 4 steps")
+  -- Honest to leaf 2, then no work.
+  local lazy, lazy_steps, lazy_ckpts = {}, {}, {}
+  for i = 0, #infos do
+    if i <= 2 then
+      lazy[i], lazy_steps[i], lazy_ckpts[i] = infos[i], steps[i], ckpts[i]
+    else
+      lazy[i], lazy_ckpts[i] = {state_digest = infos[2].state_digest, log_digest = ZERO}, ckpts[2]
+    end
+  end
+  local v = play(fake_trainer(honest(), lazy, lazy_steps, lazy_ckpts))
+  expect(v, "trainer_at_fault", "covers 4 steps")
+  T.assert_eq(v.interval.leaf, 3)
+end)
+t:test("bad logs shown to the auditor alone are the trainer's, and nothing after them is accepted", function()
+  -- Step 9 (leaf 3, before the poisoning) withheld from the auditor; the judge would be
+  -- handed the committed logs.
+  local tr = game.trainer{runner = poisoned(), behaviour = {withhold_record = {step = 9}}}
+  local straight = game.trainer{runner = poisoned()}
+  tr.handlers.handover = function(_, body) return straight:on_handover(body) end
+  local v = play(tr)
+  expect(v, "trainer_at_fault", "log digest")
+  T.assert_eq(v.interval.leaf, 3)
+end)
+t:test("a committed record that does not decode is the trainer's", function()
+  local infos, steps, ckpts = run_tables(poisoned())
+  for _, r in ipairs(steps[4][1].records) do
+    if r.boundary ~= "~trace" then r.value = "garbage" break end
+  end
+  infos[4] = {state_digest = infos[4].state_digest, log_digest = commitment.log_digest_of(steps[4])}
+  local v = play(fake_trainer(poisoned(), infos, steps, ckpts))
+  expect(v, "trainer_at_fault")
+  T.assert_eq(v.interval.leaf, 4)
+end)
+t:test("a leaf 0 that commits to logs is the trainer's", function()
+  local infos, steps, ckpts = run_tables(honest())
+  steps[0] = {steps[1][1]}
+  infos[0] = {state_digest = vt.store.sha256("another initial state"), log_digest = commitment.log_digest_of(steps[0])}
+  expect(play(fake_trainer(honest(), infos, steps, ckpts)), "trainer_at_fault", "leaf 0 (the initial state) commits to logs")
+end)
+t:test("a request the trainer may not send does not reach the auditor", function()
+  -- It tries to replace the commitment the auditor bisects against.
+  local tr = game.trainer{runner = poisoned()}
+  local logs, done, refused = tr.handlers.logs, false, nil
+  tr.handlers.logs = function(self, body, m)
+    if not done then
+      done = true
+      local ok, err = pcall(self.request, self, "auditor", "audit",
+                            {spec = spec:canonical(), spec_hash = spec:hash(), n_leaves = 1, root = ZERO, game = m.game,
+                             trainer = "trainer"})
+      refused = not ok and tostring(err)
+    end
+    return logs(self, body, m)
+  end
+  local v = play(tr)
+  expect(v, "trainer_at_fault")
+  T.assert_true(refused and refused:find("may not ask that", 1, true) ~= nil, tostring(refused))
+end)
+t:test("a hand-over without a checkpoint, or a leaf without digests, is the trainer's", function()
+  local tr = game.trainer{runner = poisoned()}
+  local handover = tr.handlers.handover
+  tr.handlers.handover = function(self, body) local r = handover(self, body) r.checkpoint = nil return r end
+  expect(play(tr), "trainer_at_fault", "carries no checkpoint")
+  local tr2 = game.trainer{runner = poisoned()}
+  local leaf = tr2.handlers.leaf
+  tr2.handlers.leaf = function(self, body, m)
+    local r = leaf(self, body, m)
+    if m.from == "judge" then r.state_digest = nil end
+    return r
+  end
+  expect(play(tr2), "trainer_at_fault", "without its state and log digests")
+end)
+
+local d = T.suite("deadlines")
+d:test("an auditor is not charged for the time the trainer takes to answer it", function()
+  -- Five 'logs' answers of 0.3 s each, against an audit deadline of 1 s.
+  local tr = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.3}}}
+  expect(play(tr, nil, {deadlines = {logs = 1, audit = 1}}), "accepted")
+  -- Control: the trainer itself is still held to its own deadline.
+  local late = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.3}}}
+  expect(play(late, nil, {deadlines = {logs = 0.2}}), "trainer_at_fault", "missed the deadline")
+end)
+
+local _, failed = T.run({exit = false})
+os.execute("rm -rf '" .. tmp .. "'")
+os.exit(failed == 0 and 0 or 1)
