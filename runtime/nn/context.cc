@@ -407,7 +407,7 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
       if (sink_ != nullptr) sink_->Written({p.name, calls[j]}, *p.record);
     } else if (mode_ == Mode::kReplay) {
       const precision::ReplayReport& r = chain[j].report;
-      ++used_records_;
+      used_.insert({p.name, calls[j]});
       s.logged += r.logged;
       s.exact += p.record->counts().exact;
       s.corrections += r.corrections;
@@ -550,7 +550,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
                                    : "the log record for " + where_text + " has " +
                                          std::to_string(it->second.size()) +
                                          " elements, the tensor " + std::to_string(input.numel()));
-        if (it != log_->end()) ++used_records_;
+        if (it != log_->end()) used_.insert(it->first);
         at::Tensor rounded = round(nullptr);
         Trace(boundary, call, rounded);
         return rounded.view(x.sizes());
@@ -565,7 +565,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       } else {
         r = precision::Replay(input, it->second, options, where, magnitude, &crc);
       }
-      ++used_records_;
+      used_.insert(it->first);
       s.logged += r.report.logged;
       s.exact += it->second.counts().exact;
       s.corrections += r.report.corrections;
@@ -656,7 +656,7 @@ at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, 
     if (r == log_->end() || r->second.size() != x.numel() || r->second.counts().logged() != 0) {
       return {};
     }
-    ++used_records_;
+    used_.insert(key);
     TraceCrc(boundary, call, g.crc);
   }
   ++grid_shortcuts_;
@@ -776,14 +776,16 @@ void StepContext::Finish() {
              " that this replay never reached");
   }
   deferred_.clear();
-  if (used_records_ == static_cast<int64_t>(log_->size())) return;
+  if (used_.size() == log_->size()) return;
+  // Every record no boundary call used: one past the calls the replay made, or one at a call
+  // number the replay reserved but rounded without it.
   for (const auto& [key, record] : *log_) {
+    if (used_.count(key) != 0) continue;
     auto it = calls_.find(key.first);
-    if (it == calls_.end() || key.second >= it->second) {
-      Mismatch("the log has a record for boundary '" + key.first + "' call " +
-               std::to_string(key.second) + " at step " + std::to_string(step_) +
-               " that this replay never reached");
-    }
+    const bool reached = it != calls_.end() && key.second < it->second;
+    Mismatch("the log has a record for boundary '" + key.first + "' call " +
+             std::to_string(key.second) + " at step " + std::to_string(step_) +
+             " that this replay " + (reached ? "did not use" : "never reached"));
   }
 }
 

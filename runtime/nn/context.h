@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -372,7 +373,7 @@ class StepContext {
   StepLog* log_;
   std::map<std::string, int32_t> calls_;
   std::map<std::string, BoundaryStats> stats_;
-  int64_t used_records_ = 0;
+  std::set<RecordKey> used_;  // replay: the records a boundary call used (or found unfit)
   StepTrace trace_;
   StepTrace expected_trace_;
   std::map<RecordKey, std::string> deferred_;
