@@ -329,9 +329,10 @@ end)
 
 local d = T.suite("deadlines")
 d:test("an auditor is not charged for the time the trainer takes to answer it", function()
-  -- Five 'logs' answers of 0.3 s each, against an audit deadline of 1 s.
-  local tr = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.3}}}
-  expect(play(tr, nil, {deadlines = {logs = 1, audit = 1}}), "accepted")
+  -- Five 'logs' answers of 0.6 s each, against an audit deadline of 2.5 s (the auditor's own
+  -- replay of the 20 small steps takes a fraction of that, under the sanitizers too).
+  local tr = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.6}}}
+  expect(play(tr, nil, {deadlines = {logs = 1, audit = 2.5}}), "accepted")
   -- Control: the trainer itself is still held to its own deadline.
   local late = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.3}}}
   expect(play(late, nil, {deadlines = {logs = 0.2}}), "trainer_at_fault", "missed the deadline")
