@@ -562,13 +562,17 @@ class ReplayPass {
       const uint64_t sign = ux & kSignBit;
       const Cell c = CellOf(BitsDouble(ux ^ sign), params_.k);
       const double rnd = BitsDouble(DoubleBits(c.r) | sign);
-      if (DoubleBits(v) != DoubleBits(rnd)) ++t->corrections;
       const double alpha_scale = mag_.defined()          ? params_.alpha * mag_.At(e.position)
                                  : params_.own_magnitude ? params_.alpha * std::fabs(xv)
                                                          : params_.alpha_scale;
       if (!ExactLegitimate(xv, BitsFloat(e.fp32_bits), params_.k, params_.band, alpha_scale)) {
+        // Counted, not applied: the kernel left rnd_b(x') there. A value no honest trainer
+        // writes never enters the replay (a forged 3e38 would overflow the next op and fail
+        // the step before its entries were counted, leaving the dispute undecided).
         ++t->illegitimate;
+        continue;
       }
+      if (DoubleBits(v) != DoubleBits(rnd)) ++t->corrections;
       op_[e.position] = v;
     }
   }

@@ -236,8 +236,9 @@ inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, dou
       o.illegitimate = g.on_grid || !AbsDiffAtMost(x, mid, 2 * w) || w > g.step / 2 || w == 0;
       break;
     default:
-      o.result = stored;
+      // An illegitimate EXACT value is counted and not applied: rnd_b(x') replays there.
       o.illegitimate = !ExactLegitimate(x, static_cast<float>(stored), bits, band, alpha_scale);
+      o.result = o.illegitimate ? g.rnd : stored;
       break;
   }
   o.steerable = SteerableAt(x, bits, band, alpha_scale);

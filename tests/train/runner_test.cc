@@ -242,3 +242,42 @@ TEST_CASE("records no honest trainer writes are mismatches, never a failed repla
     }
   }
 }
+
+TEST_CASE("a forged EXACT value is counted and not applied, so it cannot fail the replay",
+          "[runner]") {
+  // Every value of the first layer's output at step 2 forged to FP32's largest value. Were
+  // they applied, the next product would overflow and the step throw before its entries were
+  // counted; a judge would then have no verdict.
+  vt::testing::TempDir dir;
+  Spec spec = MakeSpec(3, 3);
+  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
+  while (!trainer.done()) trainer.Step();
+  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+  int64_t forged = 0;
+  auto huge = [&](int64_t step) {
+    auto records = source(step);
+    for (auto& r : records) {
+      if (step != 2 || r.boundary != "fc0:fwd") continue;
+      const vt::precision::LogRecord rec = vt::precision::DecodeLog(r.value);
+      std::vector<uint8_t> states(rec.size(), 3);
+      std::vector<vt::precision::ExactEntry> exact;
+      for (int64_t i = 0; i < rec.size(); ++i) {
+        exact.push_back(vt::precision::ExactEntry{i, 0x7f7fffffu});  // 3.4028235e38
+      }
+      forged = rec.size();
+      r.value = vt::precision::EncodeLog(vt::precision::LogRecord::FromStates(states, exact));
+    }
+    return records;
+  };
+  RunnerOptions o = Options(dir.path() + "/a", "splitk4");
+  o.store = nullptr;
+  Auditor auditor(spec, o, huge);
+  int64_t illegitimate = 0;
+  while (!auditor.done()) {
+    vt::train::StepReport report;
+    REQUIRE_NOTHROW(report = auditor.Step());
+    illegitimate += report.illegitimate;
+  }
+  REQUIRE(forged > 0);
+  CHECK(illegitimate >= forged);
+}
