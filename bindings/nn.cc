@@ -171,6 +171,14 @@ class LuaModel : public nn::Model {
     lua_getfield(L, result, "modules");
     lua_pushnil(L);
     while (lua_next(L, -2) != 0) {
+      // (lua_tostring would turn a number key into text under lua_next, and return null for
+      // a table: nn._build checks both, this keeps the host safe whatever it returns.)
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING) {
+        lua_settop(L, result - 1);
+        throw Error(
+            "building the model from model.source: a module's path and description "
+            "must be text");
+      }
       const std::string path = lua_tostring(L, -2);
       config_[path.empty() ? "module" : "module." + path] = lua_tostring(L, -1);
       lua_pop(L, 1);

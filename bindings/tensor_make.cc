@@ -98,7 +98,15 @@ at::Tensor FromTable(lua_State* L, int idx, std::optional<at::ScalarType> dtype)
   std::vector<int64_t> shape;
   lua_pushvalue(L, idx);
   int depth = 0;
+  // At most ATen's 64 dimensions: Walk recurses once per level (a table nested 60000 deep,
+  // one element each, overflowed the stack).
+  constexpr int kMaxDims = 64;
   while (lua_istable(L, -1)) {
+    if (depth >= kMaxDims) {
+      lua_pop(L, depth + 1);
+      throw Error("a nested table of more than " + std::to_string(kMaxDims) +
+                  " levels (a tensor has at most 64 dimensions)");
+    }
     int n = static_cast<int>(lua_objlen(L, -1));
     shape.push_back(n);
     if (n == 0) break;

@@ -485,18 +485,32 @@ end
 -- untrusted input, and its source runs wherever the spec is read.
 local MAX_ELEMENTS = 2 ^ 26
 
-local function elements(first, ...)
+-- The elements a vt.tensor constructor `name` called with these arguments makes: the product
+-- of a shape (a table, or sizes as separate numbers), or arange's count.
+local function elements(name, first, ...)
+  local function count(d)
+    local v = tonumber(d)
+    return v and math.abs(v) or 0
+  end
   if type(first) == "table" then
     local n = 1
-    for _, d in ipairs(first) do
-      if type(d) == "number" then n = n * math.abs(d) end
-    end
+    for _, d in ipairs(first) do n = n * count(d) end
     return n
   end
-  if type(first) == "number" then  -- arange(stop), arange(start, stop [, step])
+  if name == "arange" then  -- arange(stop), arange(start, stop [, step])
     local second, third = ...
-    if type(second) ~= "number" then return math.abs(first) end
-    return math.abs((second - first) / ((type(third) == "number" and third ~= 0) and third or 1))
+    if tonumber(second) == nil then return count(first) end
+    local step = tonumber(third)
+    return math.abs((tonumber(second) - (tonumber(first) or 0)) / ((step and step ~= 0) and step or 1))
+  end
+  if tonumber(first) ~= nil then  -- sizes as arguments: zeros(2, 3, 4)
+    local n = count(first)
+    for i = 1, select("#", ...) do
+      local d = select(i, ...)
+      if tonumber(d) == nil then break end
+      n = n * count(d)
+    end
+    return n
   end
   return 0
 end
@@ -506,7 +520,7 @@ local function limited_tensor(tensor)
   for name, fn in pairs(tensor) do
     if name ~= "load" then
       out[name] = function(...)
-        if elements(...) > MAX_ELEMENTS then
+        if elements(name, ...) > MAX_ELEMENTS then
           error("vt.tensor." .. name .. ": a model source may make tensors of at most 2^26 elements", 2)
         end
         return fn(...)
@@ -522,25 +536,112 @@ local function limited_tensor(tensor)
   end})
 end
 
--- string without dump, and rep limited to 2^24 bytes.
+-- Lua patterns backtrack: one string.find over a long text with a few `.-` runs for ages
+-- inside C, where the instruction budget cannot stop it. A source may match patterns with
+-- at most two repetition items against texts of at most 256 bytes (plain finds: any text).
+local MAX_PATTERN_TEXT = 256
+-- (The library's own functions, called as functions: in a model's state the string
+-- metatable leads to safe_string.)
+local sgsub, sfind, sformat, srep = string.gsub, string.find, string.format, string.rep
+local function check_pattern(api, text, pattern)
+  text, pattern = tostring(text), tostring(pattern)
+  local items = select(2, sgsub((sgsub(pattern, "%%.", "")), "[%*%+%-%?]", ""))
+  if #text > MAX_PATTERN_TEXT or items > 2 then
+    error("string." .. api .. ": a model source may match patterns of at most two repetitions (* + - ?) " ..
+          "against texts of at most 256 bytes", 3)
+  end
+end
+
+-- string without dump; rep limited to 2^24 bytes; patterns bounded (check_pattern); format
+-- without %p and with only numbers and text (an address would differ between processes).
 local safe_string = copy(string, {dump = true})
 safe_string.rep = function(text, n, sep)
-  if type(n) == "number" and n * (#tostring(text) + #(sep or "")) > 2 ^ 24 then
+  local count = tonumber(n)
+  if count == nil then error("string.rep: the count must be a number", 2) end
+  if count * (#tostring(text) + #tostring(sep or "")) > 2 ^ 24 then
     error("string.rep: a model source may make strings of at most 2^24 bytes", 2)
   end
-  return string.rep(text, n, sep)
+  return srep(text, count, sep)
+end
+safe_string.find = function(text, pattern, init, plain)
+  if not plain then check_pattern("find", text, pattern) end
+  return sfind(text, pattern, init, plain)
+end
+for _, api in ipairs{"match", "gmatch", "gsub"} do
+  local fn = string[api]
+  safe_string[api] = function(text, pattern, ...)
+    check_pattern(api, text, pattern)
+    return fn(text, pattern, ...)
+  end
+end
+safe_string.format = function(fmt, ...)
+  if sfind((sgsub(tostring(fmt), "%%%%", "")), "%%[-+ #0]*%d*%.?%d*p") then
+    error("string.format: a model source may not format addresses (%p)", 2)
+  end
+  for i = 1, select("#", ...) do
+    local t = type((select(i, ...)))
+    if t ~= "number" and t ~= "string" and t ~= "boolean" and t ~= "nil" then
+      error("string.format: a model source may format numbers and text, got a " .. t, 2)
+    end
+  end
+  return sformat(fmt, ...)
+end
+
+-- pairs in a fixed order (numbers, then strings, each sorted): the order of a table's keys
+-- otherwise depends on the process (string hashes are seeded per Lua state, tables sit at
+-- other addresses), and a model built in that order would differ between two parties.
+local function sorted_pairs(t)
+  if type(t) ~= "table" then error("pairs: a table expected, got " .. type(t), 2) end
+  local keys = {}
+  for k in pairs(t) do
+    local kt = type(k)
+    if kt ~= "number" and kt ~= "string" then
+      error("pairs: a model source may iterate over tables keyed by numbers and text only, got a " .. kt, 2)
+    end
+    keys[#keys + 1] = k
+  end
+  table.sort(keys, function(x, y)
+    if type(x) ~= type(y) then return type(x) == "number" end
+    return x < y
+  end)
+  local i = 0
+  return function()
+    i = i + 1
+    local k = keys[i]
+    if k ~= nil then return k, t[k] end
+  end, t, nil
+end
+
+-- tostring without addresses: what has a __tostring (a tensor, a module) prints as it does,
+-- other tables, functions and userdata as their type.
+local function safe_tostring(v)
+  local t = type(v)
+  if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
+  local mt = getmetatable(v)
+  if type(mt) == "table" and rawget(mt, "__tostring") then return tostring(v) end
+  return t
+end
+
+-- getmetatable for the source's own tables only: a tensor's or a string's metatable holds
+-- the host's methods (save writes files; refused operations), its __gc runs outside the
+-- instruction budget.
+local function safe_getmetatable(v)
+  if type(v) ~= "table" then return nil end
+  return getmetatable(v)
 end
 
 local function sandbox(args)
   local vt = require "vt"
   local tensor = limited_tensor(vt.tensor)
+  -- vt.nn without what reads files or builds models in this state (model, _build).
+  local safe_nn = copy(nn, {model = true, _build = true, models_dir = true})
   return {
-    vt = {nn = nn, tensor = tensor}, args = args,
+    vt = {nn = safe_nn, tensor = tensor}, args = args,
     math = copy(math, {random = true, randomseed = true}),
     string = safe_string, table = copy(table),
-    assert = assert, error = error, ipairs = ipairs, next = next, pairs = pairs,
-    select = select, tonumber = tonumber, tostring = tostring, type = type,
-    unpack = unpack, setmetatable = setmetatable, getmetatable = getmetatable,
+    assert = assert, error = error, ipairs = ipairs, pairs = sorted_pairs,
+    select = select, tonumber = tonumber, tostring = safe_tostring, type = type,
+    unpack = unpack, setmetatable = setmetatable, getmetatable = safe_getmetatable,
     rawget = rawget, rawset = rawset, rawequal = rawequal,
   }
 end
@@ -578,35 +679,43 @@ end
 -- Called by the host (bindings/nn.cc) in a model's own Lua state: builds the source's module
 -- tree, makes the engine's layers in tree order, and returns what the spec records.
 function nn._build(source, args)
-  -- This state is the model's own: string methods ("x"):rep(n) get the sandbox's limits too.
-  getmetatable("").__index = safe_string
-  local root = run_source(source, args)
-  bind(root)
-  local modules = {}
-  root:walk(function(m, path)
-    modules[path] = m:describe()
-    if m.make then rawset(m, "_impl", m:make()) end
-  end)
-  -- Methods that would compute order-dependent or transcendental values outside a boundary
-  -- (and so replay differently on other machines) are refused inside a model's forward.
-  local meta = debug.getregistry()["vt.Tensor"]
-  local index = meta.__index
+  -- This state is the model's own: string methods ("x"):rep(n) get the sandbox's limits too,
+  -- and the host's metatables are locked before the source runs. Methods that would compute
+  -- order-dependent or transcendental values outside a boundary (and so differ between
+  -- machines), and the one that writes files, are refused in the method table itself (a
+  -- source cannot reach it around __index), while building and in every forward.
+  local smeta = getmetatable("")
+  smeta.__index = safe_string
+  smeta.__metatable = false
+  local registry = debug.getregistry()
+  local meta = registry["vt.Tensor"]
   local refused = {
     matmul = "vt.nn.Linear", sum = "vt.nn.GlobalAvgPool or a layer", mean = "vt.nn.GlobalAvgPool",
     norm = "vt.nn.LayerNorm", exp = "a vt.nn layer", log = "a vt.nn layer", tanh = "vt.nn.Tanh",
     sigmoid = "vt.nn.Sigmoid", pow = "a product x:mul(x)",
   }
-  local no_files = {save = true}
-  meta.__index = function(t, key)
-    if no_files[key] then error("vt.nn: a model's forward cannot write files (tensor:" .. key .. ")", 2) end
-    local use = refused[key]
-    if use then
+  local methods = meta.methods
+  for key, use in pairs(refused) do
+    methods[key] = function()
       error("vt.nn: tensor:" .. key .. " gives different bits on different machines and has " ..
             "no rounding boundary; in a model's forward use " .. use, 2)
     end
-    return index(t, key)
   end
+  methods.save = function() error("vt.nn: a model source cannot write files (tensor:save)", 2) end
   meta.__pow = function() error("vt.nn: x ^ y has no rounding boundary; use x:mul(x)", 2) end
+  meta.__metatable = false
+  if registry["vt.nn.Layer"] then registry["vt.nn.Layer"].__metatable = false end
+  local root = run_source(source, args)
+  bind(root)
+  local modules = {}
+  root:walk(function(m, path)
+    local d = m:describe()
+    if type(path) ~= "string" or type(d) ~= "string" then
+      error("vt.nn: a module's path and describe() must be text (at " .. tostring(path) .. ")", 0)
+    end
+    modules[path] = d
+    if m.make then rawset(m, "_impl", m:make()) end
+  end)
   local function forward(m, x)
     local y = m(x)
     return y
