@@ -128,9 +128,31 @@ StepResult ComputeStep(nn::Model& model, optim::Optimizer& optimizer, const data
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second->copy_(shard0[i]);
   }
   if (plan.group != nullptr) {
+    // Which gradients and magnitudes some rank defines: a forward whose use of a parameter
+    // depends on the data (a Lua model that picks a head by its input) defines them on some
+    // ranks' shards only, and the ranks' messages would differ in length or layout. A rank
+    // without one adds -0.0, the exact identity of IEEE addition (x + -0 = x, the sign of a
+    // zero sum included), so the sums are those of one process, where such a shard adds
+    // nothing.
+    {
+      const int64_t np = static_cast<int64_t>(params.size());
+      at::Tensor defined = at::zeros({2 * np}, at::kDouble);
+      double* d = defined.data_ptr<double>();
+      for (int64_t i = 0; i < np; ++i) {
+        d[i] = sums[static_cast<size_t>(i)].defined() ? 1.0 : 0.0;
+        d[np + i] = magnitudes[static_cast<size_t>(i)].defined() ? 1.0 : 0.0;
+      }
+      plan.group->AllReduceSum(defined);
+      d = defined.data_ptr<double>();
+      for (int64_t i = 0; i < np; ++i) {
+        const size_t j = static_cast<size_t>(i);
+        const at::Tensor& p = *params[j].second;
+        if (d[i] > 0 && !sums[j].defined()) sums[j] = at::full_like(p, -0.0);
+        if (d[np + i] > 0 && !magnitudes[j].defined()) magnitudes[j] = at::full_like(p, -0.0);
+      }
+    }
     // One message: the gradient sums, then the shard losses (each slot has one non-zero
     // contributor, so those sums are exact).
-    // Every rank runs the same model code, so the same gradients and magnitudes are defined.
     std::vector<at::Tensor> parts;
     for (const at::Tensor& t : sums) {
       if (t.defined()) parts.push_back(t.reshape(-1));
