@@ -277,7 +277,7 @@ function Network:request(from, to, type_, body)
   self.replies[seq] = {from = to, to = from, type = type_, digest = M.body_digest(answer),
                        request = (type_ == "logs" or type_ == "leaf" or type_ == "handover") and request.body or nil}
   -- The commitment fixes the run's leaves: the range of every later question.
-  if type_ == "commit" and self.n_leaves == nil then self.n_leaves = answer.n_leaves end
+  if type_ == "commit" then self.n_leaves = answer.n_leaves end
   return answer, seq
 end
 
