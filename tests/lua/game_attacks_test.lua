@@ -56,6 +56,18 @@ local function expect(v, outcome, reason)
   if reason then T.assert_true(v.reason:find(reason, 1, true) ~= nil, "reason: " .. tostring(v.reason)) end
 end
 
+-- `party` with its answers to `type_` edited: change(reply, body, message) after its own
+-- handler answered (what a cheater's own code does).
+local function edit(party, type_, change)
+  local answer = party.handlers[type_]
+  party.handlers[type_] = function(self, body, m)
+    local r = answer(self, body, m)
+    change(r, body, m, self)
+    return r
+  end
+  return party
+end
+
 -- A trainer that serves a tree of its own making: leaf i of digests infos[i], the steps of
 -- steps_by_leaf[i], the checkpoints of ckpts[i].
 local function fake_trainer(base, infos, steps_by_leaf, ckpts)
@@ -113,47 +125,33 @@ a:test("a forfeit of the trainer claimed in the auditor's reply is the auditor's
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "which the network never saw")
 end)
 a:test("a bad answer in bisection the trainer never gave is the auditor's", function()
-  local aud = auditor_party()
-  local audit = aud.handlers.audit
-  aud.handlers.audit = function(self, body) local r = audit(self, body) r.root = ZERO return r end
+  local aud = edit(auditor_party(), "audit", function(r) r.root = ZERO end)
   aud.handlers.bisect = function() return {rounds = 1, first_differing = 1, bad_answer = "made up", seq = 2, answer = {}} end
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "did not carry from the trainer")
 end)
 a:test("a bad answer shown other than the trainer gave it is the auditor's", function()
-  local aud = auditor_party()
-  local audit = aud.handlers.audit
-  aud.handlers.audit = function(self, body)
-    local r = audit(self, body)
+  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
     local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
     answer.steps[1].records[1].value = "edited"
     r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
-    return r
-  end
+  end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "is not the one the trainer gave")
 end)
 a:test("a bad answer that verifies is the auditor's", function()
-  local aud = auditor_party()
-  local audit = aud.handlers.audit
-  aud.handlers.audit = function(self, body)
-    local r = audit(self, body)
+  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
     local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
     r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
-    return r
-  end
+  end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "but it does")
 end)
 a:test("evidence naming a leaf outside the run is the auditor's", function()
   for _, leaf in ipairs{0, 6, -1, 1.5} do
-    local aud = auditor_party()
-    local audit = aud.handlers.audit
-    aud.handlers.audit = function(self, body) local r = audit(self, body) r.evidence = {kind = "illegitimate", leaf = leaf} return r end
+    local aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "illegitimate", leaf = leaf} end)
     expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "does not name a leaf of the run")
   end
 end)
 a:test("evidence the judge's replay does not bear out is a false alarm", function()
-  local aud = auditor_party()
-  local audit = aud.handlers.audit
-  aud.handlers.audit = function(self, body) local r = audit(self, body) r.evidence = {kind = "illegitimate", leaf = 2} return r end
+  local aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "illegitimate", leaf = 2} end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "false alarm")
 end)
 a:test("a question outside the run is the asker's fault, not the trainer's", function()
@@ -169,9 +167,7 @@ a:test("a request outside the protocol's routes is the sender's fault", function
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "may not ask that")
 end)
 a:test("a bisection that names no leaf while the roots differ is the auditor's", function()
-  local aud = auditor_party()
-  local audit = aud.handlers.audit
-  aud.handlers.audit = function(self, body) local r = audit(self, body) r.root = ZERO return r end
+  local aud = edit(auditor_party(), "audit", function(r) r.root = ZERO end)
   aud.handlers.bisect = function() return {agreed = true, rounds = 0} end
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "names no leaf")
 end)
@@ -181,50 +177,33 @@ t:test("a forfeit of the auditor claimed in the trainer's answer is the trainer'
   local tr = game.trainer{runner = poisoned()}
   tr.handlers.logs = function() wire.forfeit("auditor", "made up by the trainer") end
   expect(play(tr), "trainer_at_fault", "which the network never saw")
-  local tr2 = game.trainer{runner = poisoned()}
-  local leaf = tr2.handlers.leaf
-  tr2.handlers.leaf = function(self, body, m)
+  local tr2 = edit(game.trainer{runner = poisoned()}, "leaf", function(_, _, m)
     if m.from == "judge" then wire.forfeit("auditor", "made up by the trainer") end
-    return leaf(self, body, m)
-  end
+  end)
   expect(play(tr2), "trainer_at_fault", "which the network never saw")
 end)
 t:test("a commitment to another spec than the client's is the trainer's", function()
-  local tr = game.trainer{runner = poisoned()}
-  local commit = tr.handlers.commit
-  tr.handlers.commit = function(self, body)
-    local c = commit(self, body)
+  local tr = edit(game.trainer{runner = poisoned()}, "commit", function(c)
     c.spec = c.spec:gsub("\nsteps=" .. N .. "\n", "\nsteps=1\n")
     c.spec_hash = vt.store.sha256(c.spec)
-    return c
-  end
+  end)
   expect(play(tr), "trainer_at_fault", "committed to another spec")
-  local tr2 = game.trainer{runner = poisoned()}
-  local commit2 = tr2.handlers.commit
-  tr2.handlers.commit = function(self, body) local c = commit2(self, body) c.n_leaves = c.n_leaves + 1 return c end
+  local tr2 = edit(game.trainer{runner = poisoned()}, "commit", function(c) c.n_leaves = c.n_leaves + 1 end)
   expect(play(tr2), "trainer_at_fault", "does not fit the spec")
 end)
 t:test("logs with a duplicated record are the trainer's, not the auditor's", function()
-  local tr = game.trainer{runner = poisoned()}
-  local logs = tr.handlers.logs
-  tr.handlers.logs = function(self, body)
-    local r = logs(self, body)
+  local tr = edit(game.trainer{runner = poisoned()}, "logs", function(r)
     local rec = r.steps[1].records[1]
     table.insert(r.steps[1].records, {boundary = rec.boundary, call = rec.call, value = rec.value})
-    return r
-  end
+  end)
   local v = play(tr)
   expect(v, "trainer_at_fault", "appears twice")
   T.assert_eq(v.evidence.kind, "bad_answer")
 end)
 t:test("a bisection answer without its prefix proof is the trainer's", function()
-  local tr = game.trainer{runner = poisoned()}
-  local leaf = tr.handlers.leaf
-  tr.handlers.leaf = function(self, body, m)
-    local r = leaf(self, body, m)
+  local tr = edit(game.trainer{runner = poisoned()}, "leaf", function(r, _, m)
     if m.from == "auditor" then r.prefix_root = nil end
-    return r
-  end
+  end)
   expect(play(tr), "trainer_at_fault", "no prefix root")
 end)
 t:test("the judge's leaf j-1 answered with leaf j is the trainer's", function()
@@ -313,17 +292,11 @@ t:test("a request the trainer may not send does not reach the auditor", function
   T.assert_true(refused and refused:find("may not ask that", 1, true) ~= nil, tostring(refused))
 end)
 t:test("a hand-over without a checkpoint, or a leaf without digests, is the trainer's", function()
-  local tr = game.trainer{runner = poisoned()}
-  local handover = tr.handlers.handover
-  tr.handlers.handover = function(self, body) local r = handover(self, body) r.checkpoint = nil return r end
+  local tr = edit(game.trainer{runner = poisoned()}, "handover", function(r) r.checkpoint = nil end)
   expect(play(tr), "trainer_at_fault", "carries no checkpoint")
-  local tr2 = game.trainer{runner = poisoned()}
-  local leaf = tr2.handlers.leaf
-  tr2.handlers.leaf = function(self, body, m)
-    local r = leaf(self, body, m)
+  local tr2 = edit(game.trainer{runner = poisoned()}, "leaf", function(r, _, m)
     if m.from == "judge" then r.state_digest = nil end
-    return r
-  end
+  end)
   expect(play(tr2), "trainer_at_fault", "without its state and log digests")
 end)
 
