@@ -169,32 +169,37 @@ std::string RecordDeclaring(uint64_t elements) {
   return bytes.substr(0, 6) + count + bytes.substr(7);
 }
 
+// A finished trainer run of `spec` on `native`, in `dir`/t.
+std::unique_ptr<Trainer> Trained(const vt::testing::TempDir& dir, const Spec& spec) {
+  auto trainer = std::make_unique<Trainer>(spec, Options(dir.path() + "/t", "native"));
+  while (!trainer->done()) trainer->Step();
+  return trainer;
+}
+
 }  // namespace
 
 TEST_CASE("an auditor decodes records at their boundary when it must, with equal roots",
           "[runner]") {
   vt::testing::TempDir dir;
   Spec spec = MakeSpec(6, 3);
-  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
-  while (!trainer.done()) trainer.Step();
+  auto trainer = Trained(dir, spec);
   // No state decoded before a step: every record waits for its boundary call.
   RunnerOptions o = Options(dir.path() + "/a", "splitk4");
   o.eager_log_states = 0;
-  Auditor auditor(spec, o, vt::train::StoreRecords(trainer.options().store, "run"));
+  Auditor auditor(spec, o, vt::train::StoreRecords(trainer->options().store, "run"));
   while (!auditor.done()) {
     const auto report = auditor.Step();
     CHECK(report.log_mismatches == 0);
     CHECK(report.illegitimate == 0);
   }
-  CHECK(auditor.Root() == trainer.Root());
+  CHECK(auditor.Root() == trainer->Root());
 }
 
 TEST_CASE("records no honest trainer writes are mismatches, never a failed replay", "[runner]") {
   vt::testing::TempDir dir;
   Spec spec = MakeSpec(8, 4);
-  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
-  while (!trainer.done()) trainer.Step();
-  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+  auto trainer = Trained(dir, spec);
+  auto source = vt::train::StoreRecords(trainer->options().store, "run");
   // One kind of bad record a step (the log digest would hold them all: the trainer committed
   // them), each of which made the replay throw before, or allocate 2^32 states.
   const std::map<int64_t, std::string> expected = {
@@ -250,9 +255,8 @@ TEST_CASE("a forged EXACT value is counted and not applied, so it cannot fail th
   // counted; a judge would then have no verdict.
   vt::testing::TempDir dir;
   Spec spec = MakeSpec(3, 3);
-  Trainer trainer(spec, Options(dir.path() + "/t", "native"));
-  while (!trainer.done()) trainer.Step();
-  auto source = vt::train::StoreRecords(trainer.options().store, "run");
+  auto trainer = Trained(dir, spec);
+  auto source = vt::train::StoreRecords(trainer->options().store, "run");
   int64_t forged = 0;
   auto huge = [&](int64_t step) {
     auto records = source(step);
