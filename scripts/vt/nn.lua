@@ -637,7 +637,12 @@ local function sandbox(args)
   local safe_nn = copy(nn, {model = true, _build = true, models_dir = true})
   return {
     vt = {nn = safe_nn, tensor = tensor}, args = args,
-    math = copy(math, {random = true, randomseed = true}),
+    -- math with the functions IEEE arithmetic defines exactly: libm's exp, log, sin ... may
+    -- differ in their last bit between machines, and a width or scale computed with them
+    -- would build another model (or none) on another party's machine.
+    math = copy(math, {random = true, randomseed = true, exp = true, log = true, log10 = true, pow = true,
+                       sin = true, cos = true, tan = true, asin = true, acos = true, atan = true,
+                       atan2 = true, sinh = true, cosh = true, tanh = true}),
     string = safe_string, table = copy(table),
     assert = assert, error = error, ipairs = ipairs, pairs = sorted_pairs,
     select = select, tonumber = tonumber, tostring = safe_tostring, type = type,
