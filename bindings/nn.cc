@@ -20,6 +20,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/host.h"
 #include "bindings/lua_support.h"
@@ -406,6 +408,87 @@ int NnTraining(lua_State* L) {
   return 1;
 }
 
+// vt.core.nn_preview(source, args, chunkname) -> text, parameters: vt.nn.model's look at a
+// source (its printed tree and parameter count), from nn._preview run in a Lua state of its
+// own: sandboxed, locked and under the build budget as a spec's model state is, so that a
+// source never runs in the caller's state (where the host's string library and tensor
+// methods are within its reach and no budget stops it). `args` holds names to numbers, text
+// or booleans (vt.nn.model checks them).
+int NnPreview(lua_State* L) {
+  size_t len = 0;
+  const char* source = luaL_checklstring(L, 1, &len);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  const std::string chunkname = luaL_optstring(L, 3, "=model.source");
+  std::vector<std::pair<std::string, std::string>> text_args;
+  std::vector<std::pair<std::string, double>> number_args;
+  std::vector<std::pair<std::string, bool>> bool_args;
+  lua_pushnil(L);
+  while (lua_next(L, 2) != 0) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      const std::string key = lua_tostring(L, -2);
+      if (lua_type(L, -1) == LUA_TSTRING) {
+        text_args.emplace_back(key, lua_tostring(L, -1));
+      } else if (lua_type(L, -1) == LUA_TNUMBER) {
+        number_args.emplace_back(key, lua_tonumber(L, -1));
+      } else if (lua_type(L, -1) == LUA_TBOOLEAN) {
+        bool_args.emplace_back(key, lua_toboolean(L, -1) != 0);
+      }
+    }
+    lua_pop(L, 1);
+  }
+  const std::string code(source, len);
+  return Protect(L, "vt.nn.model", [&] {
+    lua_State* M = NewHostState();
+    std::string error, text;
+    double parameters = 0;
+    luaJIT_setmode(M, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    lua_pushcfunction(M, Traceback);
+    lua_getglobal(M, "require");
+    lua_pushstring(M, "vt.nn");
+    if (lua_pcall(M, 1, 1, 0) != 0) {
+      error = std::string("loading vt.nn: ") + lua_tostring(M, -1);
+    } else {
+      lua_getfield(M, -1, "_preview");
+      lua_remove(M, -2);
+      lua_pushlstring(M, code.data(), code.size());
+      lua_newtable(M);
+      for (const auto& [k, v] : text_args) {
+        lua_pushlstring(M, v.data(), v.size());
+        lua_setfield(M, -2, k.c_str());
+      }
+      for (const auto& [k, v] : number_args) {
+        lua_pushnumber(M, v);
+        lua_setfield(M, -2, k.c_str());
+      }
+      for (const auto& [k, v] : bool_args) {
+        lua_pushboolean(M, v);
+        lua_setfield(M, -2, k.c_str());
+      }
+      lua_pushlstring(M, chunkname.data(), chunkname.size());
+      g_budget_left = kBuildBudget;
+      g_budget_what = "building the model from its source";
+      lua_sethook(M, BudgetHook, LUA_MASKCOUNT, kHookEvery);
+      const int status = lua_pcall(M, 3, 1, -5);
+      lua_sethook(M, nullptr, 0, 0);
+      if (status != 0) {
+        error = lua_type(M, -1) == LUA_TSTRING ? lua_tostring(M, -1) : "(error object is not text)";
+      } else {
+        lua_getfield(M, -1, "text");
+        if (lua_type(M, -1) == LUA_TSTRING) text = lua_tostring(M, -1);
+        lua_pop(M, 1);
+        lua_getfield(M, -1, "parameters");
+        parameters = lua_tonumber(M, -1);
+        lua_pop(M, 1);
+      }
+    }
+    lua_close(M);
+    if (!error.empty()) throw Error(error);
+    lua_pushlstring(L, text.data(), text.size());
+    lua_pushnumber(L, parameters);
+    return 2;
+  });
+}
+
 std::shared_ptr<nn::Model> BuildLuaModel(const std::map<std::string, std::string>& fields,
                                          uint64_t seed, double max_values) {
   return std::make_shared<LuaModel>(fields, seed, max_values);
@@ -436,6 +519,7 @@ void OpenNn(lua_State* L) {
       {"nn_dropout", NnDropout},
       {"nn_tied", NnTied},
       {"nn_training", NnTraining},
+      {"nn_preview", NnPreview},
       {nullptr, nullptr},
   };
   SetFuncs(L, funcs);

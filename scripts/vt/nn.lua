@@ -683,12 +683,26 @@ end
 
 -- Called by the host (bindings/nn.cc) in a model's own Lua state: builds the source's module
 -- tree, makes the engine's layers in tree order, and returns what the spec records.
-function nn._build(source, args)
-  -- This state is the model's own: string methods ("x"):rep(n) get the sandbox's limits too,
-  -- and the host's metatables are locked before the source runs. Methods that would compute
-  -- order-dependent or transcendental values outside a boundary (and so differ between
-  -- machines), and the one that writes files, are refused in the method table itself (a
-  -- source cannot reach it around __index), while building and in every forward.
+-- Locks a model's own Lua state before a source runs in it (nn._build, nn._preview): string
+-- methods ("x"):rep(n) get the sandbox's limits too, and the host's metatables are hidden.
+-- Methods that would compute order-dependent or transcendental values outside a boundary
+-- (and so differ between machines), and the one that writes files, are refused in the method
+-- table itself (a source cannot reach it around __index), while building and in every
+-- forward.
+-- {path = description} of a bound tree, each checked to be text (the host reads them).
+local function descriptions(root)
+  local modules = {}
+  root:walk(function(m, path)
+    local d = m:describe()
+    if type(path) ~= "string" or type(d) ~= "string" then
+      error("vt.nn: a module's path and describe() must be text (at " .. tostring(path) .. ")", 0)
+    end
+    modules[path] = d
+  end)
+  return modules
+end
+
+local function lock_model_state()
   local smeta = getmetatable("")
   smeta.__index = safe_string
   smeta.__metatable = false
@@ -710,15 +724,16 @@ function nn._build(source, args)
   meta.__pow = function() error("vt.nn: x ^ y has no rounding boundary; use x:mul(x)", 2) end
   meta.__metatable = false
   if registry["vt.nn.Layer"] then registry["vt.nn.Layer"].__metatable = false end
+end
+
+-- Called by the host (bindings/nn.cc) in a model's own Lua state: builds the source's module
+-- tree, makes the engine's layers in tree order, and returns what the spec records.
+function nn._build(source, args)
+  lock_model_state()
   local root = run_source(source, args)
   bind(root)
-  local modules = {}
-  root:walk(function(m, path)
-    local d = m:describe()
-    if type(path) ~= "string" or type(d) ~= "string" then
-      error("vt.nn: a module's path and describe() must be text (at " .. tostring(path) .. ")", 0)
-    end
-    modules[path] = d
+  local modules = descriptions(root)
+  root:walk(function(m)
     if m.make then rawset(m, "_impl", m:make()) end
   end)
   local function forward(m, x)
@@ -728,9 +743,22 @@ function nn._build(source, args)
   return {root = root, forward = forward, modules = modules}
 end
 
+-- Called by the host (bindings/nn.cc, core.nn_preview) in a Lua state of its own, locked as
+-- a spec's model state: what vt.nn.model shows of a source, without running it in the
+-- caller's state.
+function nn._preview(source, args, chunkname)
+  lock_model_state()
+  local root = run_source(source, args, chunkname)
+  bind(root)
+  descriptions(root)
+  return {text = tostring(root), parameters = root:parameter_count()}
+end
+
 -- vt.nn.model{file = "cnn.lua" | source = "...", args = {width = 16}} -> a model for vt.spec.
--- The source is run here too, so the result prints (print(model.module)) and a source that
--- does not build fails now, with its message.
+-- The source is run now too, so that the result prints (print(model.module),
+-- model.module:parameter_count()) and a source that does not build fails now, with its
+-- message: in a Lua state of its own (core.nn_preview), sandboxed, locked and under the
+-- instruction budget as every spec build is, never in the caller's.
 function nn.model(opts)
   local api = "vt.nn.model"
   opts = check_options(api, opts, {file = true, source = true, args = true})
@@ -759,9 +787,10 @@ function nn.model(opts)
       error(api .. ": args." .. k .. " must be finite", 2)
     end
   end
-  local root = run_source(source, copy(args), chunkname)
-  bind(root)
-  return setmetatable({type = "lua", source = source, args = args, module = root},
+  local text, parameters = core.nn_preview(source, copy(args), chunkname)
+  local module = setmetatable({}, {__tostring = function() return text end,
+                                   __index = {parameter_count = function() return parameters end}})
+  return setmetatable({type = "lua", source = source, args = args, module = module},
                       {__tostring = function(m) return "vt.nn.model " .. tostring(m.module) end})
 end
 

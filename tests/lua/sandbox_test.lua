@@ -72,6 +72,20 @@ s:test("vt.nn.model (which reads files) is not in a source's vt.nn", function()
   refused("local m = vt.nn.model{file = '/etc/hostname'}", "attempt to call field 'model'")
   refused("local m = vt.nn._build('return 1', {})", "attempt to call field '_build'")
 end)
+s:test("vt.nn.model runs a source in a state of its own, never in the caller's", function()
+  local path = tmp .. "/preview"
+  T.assert_error(function() vt.nn.model{source = "vt.tensor({1}):save('" .. path .. "')" .. HONEST} end,
+                 "cannot write files", true)
+  T.assert_false(vt.fs.exists(path))
+  T.assert_error(function() vt.nn.model{source = "while true do end" .. HONEST} end, "ran past its budget", true)
+  local format = string.format
+  T.assert_error(function() vt.nn.model{source = "getmetatable('').__index.format = nil" .. HONEST} end,
+                 "attempt to index", true)
+  T.assert_eq(string.format, format)
+  local m = vt.nn.model{source = HONEST}
+  T.assert_eq(m.module:parameter_count(), 10)
+  T.assert_true(tostring(m):find("Linear", 1, true) ~= nil, tostring(m))
+end)
 s:test("what a source returns is checked, not trusted by the host", function()
   local bad = "local M = vt.nn.Module{kind = 'Bad', init = function(self) self.fc = vt.nn.Linear(4, 2) end, " ..
               "forward = function(self, x) return self.fc(x) end, " ..
