@@ -452,6 +452,9 @@ Auditor::Auditor(Spec spec, RunnerOptions options, RecordSource records)
 }
 
 Encoded Auditor::PrepareStep(int64_t step, nn::StepLog* log) {
+  // (Left by a step that failed before it ran, e.g. ranks that disagreed: not this step's.)
+  undecodable_.clear();
+  deferred_.clear();
   if (!options_.group) {
     if (ahead_job_.valid()) {
       ahead_job_.get();  // the job keeps its failures in ahead_

@@ -529,7 +529,14 @@ local function limited_tensor(tensor)
   end
   local call = getmetatable(tensor).__call
   return setmetatable(out, {__call = function(_, values, ...)
-    if type(values) == "table" and #values > MAX_ELEMENTS then
+    -- The elements a nested table makes: the product of the lengths along its first entries
+    -- (rows may be one shared table, so its own size says nothing).
+    local n, t, depth = 1, values, 0
+    while type(t) == "table" and depth <= 64 do
+      n = n * #t
+      t, depth = t[1], depth + 1
+    end
+    if n > MAX_ELEMENTS then
       error("vt.tensor: a model source may make tensors of at most 2^26 elements", 2)
     end
     return call(tensor, values, ...)
@@ -540,16 +547,28 @@ end
 -- inside C, where the instruction budget cannot stop it. A source may match patterns with
 -- at most two repetition items against texts of at most 256 bytes (plain finds: any text).
 local MAX_PATTERN_TEXT = 256
+-- The string work a source may do in one build or forward call, in bytes scanned: a C call
+-- runs outside the instruction budget, and millions of cheap ones would add up to hours.
+-- Reset by nn._build, nn._preview and each forward.
+local MAX_STRING_WORK = 2 ^ 28
+local string_work = 0
+local function charge(api, bytes)
+  string_work = string_work + bytes
+  if string_work > MAX_STRING_WORK then
+    error("string." .. api .. ": a model source may scan at most 2^28 bytes of text in one build or forward", 3)
+  end
+end
 -- (The library's own functions, called as functions: in a model's state the string
 -- metatable leads to safe_string.)
 local sgsub, sfind, sformat, srep = string.gsub, string.find, string.format, string.rep
 local function check_pattern(api, text, pattern)
   text, pattern = tostring(text), tostring(pattern)
   local items = select(2, sgsub((sgsub(pattern, "%%.", "")), "[%*%+%-%?]", ""))
-  if #text > MAX_PATTERN_TEXT or items > 2 then
-    error("string." .. api .. ": a model source may match patterns of at most two repetitions (* + - ?) " ..
-          "against texts of at most 256 bytes", 3)
+  if #text > MAX_PATTERN_TEXT or items > 1 or #pattern > 64 then
+    error("string." .. api .. ": a model source may match patterns of at most 64 bytes and one repetition " ..
+          "(* + - ?) against texts of at most 256 bytes", 3)
   end
+  charge(api, #text * #text)  -- one repetition: at most quadratic
 end
 
 -- string without dump; rep limited to 2^24 bytes; patterns bounded (check_pattern); format
@@ -558,13 +577,19 @@ local safe_string = copy(string, {dump = true})
 safe_string.rep = function(text, n, sep)
   local count = tonumber(n)
   if count == nil then error("string.rep: the count must be a number", 2) end
-  if count * (#tostring(text) + #tostring(sep or "")) > 2 ^ 24 then
+  local bytes = count * (#tostring(text) + #tostring(sep or ""))
+  if bytes > 2 ^ 24 then
     error("string.rep: a model source may make strings of at most 2^24 bytes", 2)
   end
+  charge("rep", math.max(bytes, 0))
   return srep(text, count, sep)
 end
 safe_string.find = function(text, pattern, init, plain)
-  if not plain then check_pattern("find", text, pattern) end
+  if plain then
+    charge("find", #tostring(text) * #tostring(pattern))
+  else
+    check_pattern("find", text, pattern)
+  end
   return sfind(text, pattern, init, plain)
 end
 for _, api in ipairs{"match", "gmatch", "gsub"} do
@@ -617,7 +642,7 @@ end
 local function safe_tostring(v)
   local t = type(v)
   if t == "number" or t == "string" or t == "boolean" or t == "nil" then return tostring(v) end
-  local mt = getmetatable(v)
+  local mt = debug.getmetatable(v)  -- the real one (a source's __metatable field may lie)
   if type(mt) == "table" and rawget(mt, "__tostring") then return tostring(v) end
   return t
 end
@@ -634,7 +659,7 @@ local function sandbox(args)
   local vt = require "vt"
   local tensor = limited_tensor(vt.tensor)
   -- vt.nn without what reads files or builds models in this state (model, _build).
-  local safe_nn = copy(nn, {model = true, _build = true, models_dir = true})
+  local safe_nn = copy(nn, {model = true, _build = true, _preview = true, models_dir = true})
   return {
     vt = {nn = safe_nn, tensor = tensor}, args = args,
     -- math with the functions IEEE arithmetic defines exactly: libm's exp, log, sin ... may
@@ -643,7 +668,9 @@ local function sandbox(args)
     math = copy(math, {random = true, randomseed = true, exp = true, log = true, log10 = true, pow = true,
                        sin = true, cos = true, tan = true, asin = true, acos = true, atan = true,
                        atan2 = true, sinh = true, cosh = true, tanh = true}),
-    string = safe_string, table = copy(table),
+    -- (Copies: the host's own checks call the string methods, which a source that replaced
+    -- an entry of its `string` would otherwise change; foreach visits keys in hash order.)
+    string = copy(safe_string), table = copy(table, {foreach = true, foreachi = true}),
     assert = assert, error = error, ipairs = ipairs, pairs = sorted_pairs,
     select = select, tonumber = tonumber, tostring = safe_tostring, type = type,
     unpack = unpack, setmetatable = setmetatable, getmetatable = safe_getmetatable,
@@ -730,6 +757,7 @@ end
 -- tree, makes the engine's layers in tree order, and returns what the spec records.
 function nn._build(source, args)
   lock_model_state()
+  string_work = 0
   local root = run_source(source, args)
   bind(root)
   local modules = descriptions(root)
@@ -737,6 +765,7 @@ function nn._build(source, args)
     if m.make then rawset(m, "_impl", m:make()) end
   end)
   local function forward(m, x)
+    string_work = 0
     local y = m(x)
     return y
   end
@@ -748,6 +777,7 @@ end
 -- caller's state.
 function nn._preview(source, args, chunkname)
   lock_model_state()
+  string_work = 0
   local root = run_source(source, args, chunkname)
   bind(root)
   descriptions(root)

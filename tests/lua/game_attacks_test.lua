@@ -144,6 +144,31 @@ a:test("a bad answer that verifies is the auditor's", function()
   end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "but it does")
 end)
+a:test("a question changed after it was asked is the auditor's, not the trainer's", function()
+  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
+    local q = {leaf = 2}
+    local answer, seq = self:request(body.trainer, "logs", q)
+    q.leaf = 3  -- the network attests the question as it crossed
+    r.evidence = {kind = "bad_answer", type = "logs", leaf = 3, seq = seq, answer = answer, reason = "made up"}
+  end)
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "did not carry from the trainer")
+end)
+a:test("a request the auditor may not send makes it forfeit, even when it catches the error", function()
+  local aud = edit(auditor_party(), "audit", function(_, body, _, self) pcall(self.request, self, body.trainer, "weights", {}) end)
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "may not ask that")
+end)
+a:test("an answer nested past what the messages carry is its sender's fault", function()
+  local function deep(n)
+    local t = {}
+    for _ = 1, n do t = {t} end
+    return t
+  end
+  local aud = edit(auditor_party(), "audit", function(r) r.junk = deep(198) end)
+  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "nested deeper than")
+  -- The trainer's bad logs with junk the honest auditor would carry on in its evidence.
+  local tr = edit(game.trainer{runner = poisoned()}, "logs", function(r) r.junk = deep(196) r.steps = {} end)
+  expect(play(tr), "trainer_at_fault", "nested deeper than")
+end)
 a:test("evidence naming a leaf outside the run is the auditor's", function()
   for _, leaf in ipairs{0, 6, -1, 1.5} do
     local aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "illegitimate", leaf = leaf} end)

@@ -127,7 +127,26 @@ local function accept_reply(to, type_, reply)
 end
 M.accept_reply = accept_reply
 
+-- How deep an answer may nest (a trainer's logs go five levels down: steps, a step, its
+-- records, a record). The asking party puts a trainer's answer into its own replies (the
+-- auditor's evidence, a few levels deeper), the client those into its verdict, and vt.json
+-- carries at most 200 levels: an answer nested deeper would make the honest party that
+-- passes it on fail instead of the one that sent it.
+local MAX_ANSWER_DEPTH = {audit = 32, bisect = 32, adjudicate = 32, default = 12}
+local function deeper_than(v, limit)
+  if type(v) ~= "table" then return false end
+  if limit <= 0 then return true end
+  for _, x in pairs(v) do
+    if deeper_than(x, limit - 1) then return true end
+  end
+  return false
+end
+
 function check_answer(to, type_, body)
+  local depth = MAX_ANSWER_DEPTH[type_] or MAX_ANSWER_DEPTH.default
+  if deeper_than(body, depth) then
+    forfeit(to, "malformed answer to '" .. type_ .. "': nested deeper than " .. depth .. " levels")
+  end
   local schema = SCHEMAS[type_]
   if schema == nil or (type(body) == "table" and body.refused) then return end
   if type(body) ~= "table" then forfeit(to, "malformed answer to '" .. type_ .. "': not an object") end
@@ -268,14 +287,21 @@ function Network:request(from, to, type_, body)
   if elapsed > deadline and not reply.error then
     self:raise(to, string.format("missed the deadline of '%s' (%.2f s > %.2f s)", type_, elapsed, deadline))
   end
+  -- A forfeit of the receiver raised during its exchange (a request it may not send, an
+  -- invalid question, ...) stands, even if the receiver caught the error and answered on.
+  for i = mark + 1, #self.raised do
+    local r = self.raised[i]
+    if r.party == to then error(setmetatable({forfeit = r.party, reason = r.reason}, Forfeit), 0) end
+  end
   local okreply, answer = pcall(accept_reply, to, type_, reply)
   if not okreply then
     if M.is_forfeit(answer) then self:raise(answer.forfeit, answer.reason) end
     error(answer, 0)
   end
   -- The attestation of what `to` answered `from`: the body's digest, and the question.
+  -- (The question as it crossed, decoded from its text: the asker's own table may change.)
   self.replies[seq] = {from = to, to = from, type = type_, digest = M.body_digest(answer),
-                       request = (type_ == "logs" or type_ == "leaf" or type_ == "handover") and request.body or nil}
+                       request = (type_ == "logs" or type_ == "leaf" or type_ == "handover") and json.decode(text).body or nil}
   -- The commitment fixes the run's leaves: the range of every later question.
   if type_ == "commit" then self.n_leaves = answer.n_leaves end
   return answer, seq
