@@ -129,28 +129,26 @@ a:test("a bad answer in bisection the trainer never gave is the auditor's", func
   aud.handlers.bisect = function() return {rounds = 1, first_differing = 1, bad_answer = "made up", seq = 2, answer = {}} end
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "did not carry from the trainer")
 end)
-a:test("a bad answer shown other than the trainer gave it is the auditor's", function()
-  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
-    local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
-    answer.steps[1].records[1].value = "edited"
-    r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
+-- An auditor that claims the trainer's logs of leaf 2 did not verify, showing the answer it
+-- got; `change(answer, question)` may edit either first (the claim names question.leaf).
+local function claiming_bad_logs(change)
+  return edit(auditor_party(), "audit", function(r, body, _, self)
+    local q = {leaf = 2}
+    local answer, seq = self:request(body.trainer, "logs", q)
+    change(answer, q)
+    r.evidence = {kind = "bad_answer", type = "logs", leaf = q.leaf, seq = seq, answer = answer, reason = "made up"}
   end)
+end
+a:test("a bad answer shown other than the trainer gave it is the auditor's", function()
+  local aud = claiming_bad_logs(function(answer) answer.steps[1].records[1].value = "edited" end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "is not the one the trainer gave")
 end)
 a:test("a bad answer that verifies is the auditor's", function()
-  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
-    local answer, seq = self:request(body.trainer, "logs", {leaf = 2})
-    r.evidence = {kind = "bad_answer", type = "logs", leaf = 2, seq = seq, answer = answer, reason = "made up"}
-  end)
-  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "but it does")
+  expect(play(game.trainer{runner = honest()}, claiming_bad_logs(function() end)), "auditor_at_fault", "but it does")
 end)
 a:test("a question changed after it was asked is the auditor's, not the trainer's", function()
-  local aud = edit(auditor_party(), "audit", function(r, body, _, self)
-    local q = {leaf = 2}
-    local answer, seq = self:request(body.trainer, "logs", q)
-    q.leaf = 3  -- the network attests the question as it crossed
-    r.evidence = {kind = "bad_answer", type = "logs", leaf = 3, seq = seq, answer = answer, reason = "made up"}
-  end)
+  -- The network attests the question as it crossed, not the asker's table.
+  local aud = claiming_bad_logs(function(_, q) q.leaf = 3 end)
   expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "did not carry from the trainer")
 end)
 a:test("a request the auditor may not send makes it forfeit, even when it catches the error", function()

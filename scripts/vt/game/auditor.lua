@@ -46,7 +46,6 @@ function Auditor:on_audit(body)
     error("this auditor's store already holds a replay for game '" .. tostring(body.game) ..
           "'; play each game under a new id (vt.game.network{game = ...}) or with a fresh store")
   end
-  self.commit = body
   self.runner = vt.auditor{spec = c.spec, data = self.data, store = self.store, run = game_id,
                            profile = self.profile, logs = "given"}
   self.run = self.store:run(game_id)

@@ -39,7 +39,7 @@ function M.log_digest_of(steps)
   return vt.store.log_digest(digests)
 end
 
-local function is_hex(v) return type(v) == "string" and #v == 64 and v:match("^[0-9a-f]+$") ~= nil end
+local is_hex = require("vt.game.wire").is_hex
 
 -- Checks a leaf answer {index, leaf, state_digest, log_digest, proof}: it is leaf `index`
 -- (when given), the leaf hashes from its digests, leaf 0 commits to no logs, and its proof
