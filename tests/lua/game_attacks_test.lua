@@ -314,6 +314,29 @@ t:test("a request the trainer may not send does not reach the auditor", function
   expect(v, "trainer_at_fault")
   T.assert_true(refused and refused:find("may not ask that", 1, true) ~= nil, tostring(refused))
 end)
+t:test("a second commitment does not widen the run's questions", function()
+  -- A trainer asked to commit again answers with more leaves, so that a question past the
+  -- run (an auditor's, asked on its behalf) would pass as valid.
+  local tr = game.trainer{runner = honest()}
+  local commit, calls = tr.handlers.commit, 0
+  tr.handlers.commit = function(self, body, m)
+    calls = calls + 1
+    local r = commit(self, body, m)
+    if calls > 1 then r.n_leaves = r.n_leaves + 8 end
+    return r
+  end
+  games = games + 1
+  local net = game.network{game = "g" .. games}
+  net:add(tr)
+  local auditor = net:add(auditor_party())
+  net:add(game.client{store = vt.store.open(tmp .. "/c" .. games), spec = spec})
+  local first = net:request("client", "trainer", "commit", {})
+  local second = net:request("client", "trainer", "commit", {})
+  T.assert_eq(second.n_leaves, first.n_leaves + 8)
+  local ok, err = pcall(net.request, net, auditor.name, "trainer", "logs", {leaf = first.n_leaves})
+  T.assert_true(not ok and wire.is_forfeit(err) and err.forfeit == auditor.name, tostring(err and err.reason or err))
+  T.assert_true(err.reason:find("outside the run", 1, true) ~= nil, err.reason)
+end)
 t:test("a hand-over without a checkpoint, or a leaf without digests, is the trainer's", function()
   local tr = edit(game.trainer{runner = poisoned()}, "handover", function(r) r.checkpoint = nil end)
   expect(play(tr), "trainer_at_fault", "carries no checkpoint")

@@ -302,8 +302,9 @@ function Network:request(from, to, type_, body)
   -- (The question as it crossed, decoded from its text: the asker's own table may change.)
   self.replies[seq] = {from = to, to = from, type = type_, digest = M.body_digest(answer),
                        request = (type_ == "logs" or type_ == "leaf" or type_ == "handover") and json.decode(text).body or nil}
-  -- The commitment fixes the run's leaves: the range of every later question.
-  if type_ == "commit" then self.n_leaves = answer.n_leaves end
+  -- The first commitment fixes the run's leaves: the range of every later question (the
+  -- client checks it against its spec at once; a second commit changes nothing).
+  if type_ == "commit" and self.n_leaves == nil then self.n_leaves = answer.n_leaves end
   return answer, seq
 end
 
