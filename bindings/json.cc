@@ -216,7 +216,14 @@ void PushJson(lua_State* L, const Json& j, int depth) {
       return;
     }
     case Json::value_t::object: {
-      if (j.size() == 1 && j.contains(kBytesKey) && j.at(kBytesKey).is_string()) {
+      // A lone bytes key is bytes or an error, never a table: encode refuses such a table, so
+      // a decoded one could not be passed on (a transcript, a digest) by whoever received it.
+      if (j.size() == 1 && j.contains(kBytesKey) && !j.at(kBytesKey).is_string()) {
+        throw std::runtime_error(std::string("a '") + kBytesKey +
+                                 "' object must hold a base64 string, got " +
+                                 j.at(kBytesKey).type_name());
+      }
+      if (j.size() == 1 && j.contains(kBytesKey)) {
         auto bytes = Base64Decode(j.at(kBytesKey).get<std::string>());
         if (!bytes)
           throw std::runtime_error(std::string("malformed base64 in a '") + kBytesKey + "' value");

@@ -86,6 +86,10 @@ class Reader {
     if (s.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
       throw Error("spec: field '" + key + "' must be a finite number, got '" + s + "'");
     }
+    if (v == 0.0 && std::signbit(v)) {
+      // "-0" is how Num spells -0.0, yet it means what "0" does: two texts for one run.
+      throw Error("spec: field '" + key + "' must be spelled canonically ('0'), got '" + s + "'");
+    }
     if (s != Num(v)) {
       throw Error("spec: field '" + key + "' must be spelled canonically (printf \"%.17g\": '" +
                   Num(v) + "'), got '" + s + "'");
@@ -153,8 +157,11 @@ void CheckKeys(const std::map<std::string, std::string>& fields) {
         ok = ok || rest == std::string(kind) + ".band" || rest == std::string(kind) + ".alpha";
       }
       if (rest.rfind("boundary.", 0) == 0) {
-        ok = (rest.size() > 14 && (rest.compare(rest.size() - 5, 5, ".band") == 0 ||
-                                   rest.compare(rest.size() - 6, 6, ".alpha") == 0));
+        // round.boundary.<name>.<band|alpha>, with a name ("round.boundary..alpha" was
+        // accepted: a window for no boundary, and another text of the run).
+        const bool band = rest.size() > 14 && rest.compare(rest.size() - 5, 5, ".band") == 0;
+        const bool alpha = rest.size() > 15 && rest.compare(rest.size() - 6, 6, ".alpha") == 0;
+        ok = band || alpha;
       }
     }
     if (!ok) {
@@ -555,12 +562,34 @@ void Spec::CheckData(const data::Dataset& data) const {
     throw Error("data set '" + data.name() + "' has digest " + data.digest() +
                 ", the spec requires " + r.Str("data.digest") + " (" + r.Str("data.name") + ")");
   }
-  for (const auto& [k, v] : data.settings()) {
+  // The readable fields say what the digest is of: a spec whose data.name (or data.kind)
+  // names another data set than the one with its digest, or that carries data fields the data
+  // set does not have, would tell a reader one thing and train on another (and give one run
+  // many spec hashes).
+  if (r.Str("data.name") != data.name()) {
+    throw Error("data set '" + data.name() + "' is not the spec's data.name '" +
+                r.Str("data.name") + "'");
+  }
+  const auto settings = data.settings();
+  for (const auto& [k, v] : settings) {
     const std::string key = "data." + k;
     if (!r.Has(key) || r.Str(key) != v) {
       throw Error("data set setting '" + k + "' is '" + v + "', the spec has '" +
                   (r.Has(key) ? r.Str(key) : "(none)") + "'");
     }
+  }
+  for (const auto& [key, value] : fields_) {
+    if (key.rfind("data.", 0) != 0) continue;
+    const std::string k = key.substr(5);
+    if (k == "kind" || k == "name" || k == "digest" || settings.count(k) > 0) continue;
+    throw Error("spec field '" + key + "' is not a setting of data set '" + data.name() +
+                "' (its fields: data.kind, data.name, data.digest" +
+                [&] {
+                  std::string list;
+                  for (const auto& [sk, sv] : settings) list += ", data." + sk;
+                  return list;
+                }() +
+                ")");
   }
 }
 

@@ -14,6 +14,7 @@ local setup = list.setups.tiny
 local data = game.data(setup.data)
 local ZERO = commitment.ZERO
 local K, N = setup.k, setup.steps
+local function json_type(text) return vt.json.decode(text).type end
 
 local function copy(t)
   if type(t) ~= "table" then return t end
@@ -344,6 +345,74 @@ t:test("a hand-over without a checkpoint, or a leaf without digests, is the trai
     if m.from == "judge" then r.state_digest = nil end
   end)
   expect(play(tr2), "trainer_at_fault", "without its state and log digests")
+end)
+
+t:test("a spec no runner accepts is the trainer's, not the honest auditor's", function()
+  -- The trainer copies a poisoned run's steps under a spec whose model has one class fewer
+  -- than the data (the spec parses; every runner refuses it): the auditor, holding the spec's
+  -- data, cannot build the run, and before the fix forfeited for it.
+  local misfit = vt.spec.parse((spec:canonical():gsub("model%.classes=(%d+)", function(n)
+    return "model.classes=" .. (tonumber(n) - 1)
+  end)))
+  T.assert_true(not pcall(vt.trainer, {spec = misfit, data = data, mode = "rounded"}), "the misfit spec trains")
+  local src = poisoned():store():run("run")
+  local store = vt.store.open(tmp .. "/misfit-trainer")
+  local run = store:create_run("run", {spec = misfit:canonical(), checkpoint_every = K, steps = N})
+  run:put_checkpoint(0, src:checkpoint(0))
+  for step = 1, N do
+    run:write_step(step, src:step(step))
+    if step % K == 0 or step == N then run:put_checkpoint(run:size(), src:checkpoint(run:size())) end
+  end
+  games = games + 1
+  local net = game.network{game = "g" .. games}
+  net:add(game.trainer{store = store, run = "run"})
+  net:add(auditor_party())
+  net:add(game.judge{store = vt.store.open(tmp .. "/j" .. games), data = data, profile = "blocked"})
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games), spec = misfit}}
+  expect(v, "trainer_at_fault", "no honest trainer commits a run of it")
+  T.assert_eq(v.audit.evidence.kind, "unreplayable")
+end)
+t:test("a fine-tuning spec plays with the initial weights given to auditor and judge", function()
+  local weights = tmp .. "/init.safetensors"
+  local pre = vt.trainer{spec = spec, data = data, mode = "rounded"}
+  pre:step()
+  pre:export(weights)
+  local tuned = vt.spec{model = vt.models.mlp(copy(setup.model)), data = data, optim = vt.optim.sgd(copy(setup.optim)),
+                        batch = setup.batch, steps = N, seed = 1, checkpoint_every = K, round = {bits = 32, band = 1 / 16},
+                        init = weights}
+  local function tuned_game(deviate, init)
+    local runner = vt.trainer{spec = tuned, data = data, init = weights, deviate = deviate,
+                              store = vt.store.open(tmp .. "/tuned-" .. (deviate and "poisoned" or "honest")), run = "run"}
+    runner:run{progress = false}
+    games = games + 1
+    local net = game.network{game = "g" .. games}
+    net:add(game.trainer{runner = runner})
+    net:add(game.auditor{store = vt.store.open(tmp .. "/a" .. games), data = data, profile = "splitk4", init = init})
+    net:add(game.judge{store = vt.store.open(tmp .. "/j" .. games), data = data, profile = "blocked", init = init})
+    return game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games), spec = tuned}}
+  end
+  expect(tuned_game(nil, weights), "accepted")
+  expect(tuned_game({kind = "labels", from_step = POISON_FROM}, weights), "trainer_at_fault")
+  -- An auditor given no weights for such a spec is not set up for the game, and says so.
+  local v = tuned_game(nil, nil)
+  expect(v, "auditor_at_fault", "this party was given none (init = their safetensors file)")
+end)
+
+t:test("a reply that decodes but does not encode again is the trainer's", function()
+  -- The trainer writes its reply line itself, with a field `{"$bytes": 5}`: it decodes as a
+  -- table that vt.json.encode refuses, and the honest auditor's transcript (and the
+  -- network's attestation) re-encode what it received. Before the check the auditor failed.
+  for _, kind in ipairs{"logs", "commit"} do
+    local tr = game.trainer{runner = poisoned()}
+    local deliver = tr.deliver
+    tr.deliver = function(self, text, ...)
+      local line = deliver(self, text, ...)
+      if json_type(text) == kind then line = line:gsub('"body":{', '"body":{"x":{"$bytes":5},', 1) end
+      return line
+    end
+    -- (vt.json.decode refuses the field now; the network's own re-encoding check stays.)
+    expect(play(tr), "trainer_at_fault", "answered '" .. kind .. "' with a line that is not a JSON object")
+  end
 end)
 
 local d = T.suite("deadlines")

@@ -41,6 +41,17 @@ json:test("indent is bounded: no heap bytes, no crash", function()
   T.assert_eq(vt.json.encode(v), '{"a":[1,2],"b":"x"}')
 end)
 
+json:test("what decodes encodes again: a lone '$bytes' key holds a base64 string or is refused", function()
+  -- Before: {"$bytes": 5} decoded to a table that encode refuses ("reserved for bytes"), so a
+  -- party that received it failed when it passed it on (a transcript, a digest).
+  for _, text in ipairs{'{"$bytes":5}', '{"a":{"$bytes":null}}', '[{"$bytes":[]}]', '{"$bytes":{}}'} do
+    T.assert_error(function() return vt.json.decode(text) end, "must hold a base64 string", true)
+  end
+  T.assert_eq(vt.json.decode('{"$bytes":"AAE="}'), "\0\1")
+  local v = vt.json.decode('{"$bytes":"AAE=","x":5}')
+  T.assert_eq(vt.json.decode(vt.json.encode(v)), v)
+end)
+
 local st = T.suite("safetensors")
 
 st:test("a tensor name with a 0x00 byte is refused, on save and on load", function()
@@ -144,6 +155,24 @@ local function with_field(text, key, value)
   assert(n == 1, key)
   return out
 end
+
+spec:test("one run, one text: -0 and a window for an empty boundary name are refused", function()
+  local text = make_spec():canonical()
+  -- Before: "-0" (Num's spelling of -0.0) passed as canonical, and a window override with an
+  -- empty boundary name parsed: more texts of one run.
+  T.assert_error(function() return vt.spec.parse(with_field(text, "round.fwd.alpha", "-0")) end,
+                 "spec: field 'round.fwd.alpha' must be spelled canonically ('0'), got '-0'", true)
+  local function with_lines(extra)
+    local lines = {}
+    for line in text:gmatch("[^\n]+") do lines[#lines + 1] = line end
+    for _, line in ipairs(extra) do lines[#lines + 1] = line end
+    table.sort(lines)
+    return table.concat(lines, "\n") .. "\n"
+  end
+  T.assert_error(function() return vt.spec.parse(with_lines{"round.boundary..alpha=0"}) end,
+                 "spec: unknown field 'round.boundary..alpha'", true)
+  T.assert_true(vt.spec.parse(with_lines{"round.boundary.fc0:fwd.alpha=0", "round.boundary.fc0:fwd.band=0.25"}) ~= nil)
+end)
 
 spec:test("numbers have one spelling: other spellings of the same value are refused", function()
   local text = make_spec():canonical()

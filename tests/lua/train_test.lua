@@ -283,6 +283,19 @@ s:test("runner errors", function()
   T.assert_error(function() return vt.trainer{spec = spec, store = st} end, "option 'data' is required", true)
   local other = vt.data.synthetic{size = 256, input_shape = {20}, classes = 4, seed = 9}
   T.assert_error(function() return vt.trainer{spec = spec, data = other, store = st} end, "the spec requires", true)
+  -- The spec's readable data fields must describe the data set with its digest: another name,
+  -- or a field the data set does not have, is refused (before, a spec could say it trained on
+  -- one data set and train on another, and one run had many spec hashes).
+  local renamed = vt.spec.parse((spec:canonical():gsub("data%.name=[^\n]*", "data.name=synthetic:other")))
+  T.assert_error(function() return vt.trainer{spec = renamed, data = data, mode = "rounded"} end,
+                 "is not the spec's data.name", true)
+  local lines = {}
+  for line in spec:canonical():gmatch("[^\n]+") do lines[#lines + 1] = line end
+  lines[#lines + 1] = "data.subset=first-100"
+  table.sort(lines)
+  local extra = vt.spec.parse(table.concat(lines, "\n") .. "\n")
+  T.assert_error(function() return vt.trainer{spec = extra, data = data, mode = "rounded"} end,
+                 "spec field 'data.subset' is not a setting of data set", true)
   local t = vt.trainer{spec = spec, data = data, store = st}
   t:run{progress = false}
   T.assert_error(function() return t:step() end, "is complete", true)

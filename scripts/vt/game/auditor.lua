@@ -13,12 +13,13 @@ local Auditor = setmetatable({}, {__index = party.Party})
 Auditor.__index = Auditor
 
 function M.new(options)
-  options = util.check_options("vt.game.auditor", options, {"store", "data", "profile", "name", "behaviour", "progress"})
+  options = util.check_options("vt.game.auditor", options, {"store", "data", "profile", "name", "behaviour", "progress", "init"})
   if options.data == nil then error("vt.game.auditor: option 'data' is required (a data set or a recipe)", 2) end
   local self = setmetatable(party.new("auditor", options.name, options.store, options.behaviour), Auditor)
   self.data = party.data(options.data)
   self.profile = options.profile or "native"
   self.progress = options.progress
+  self.init = options.init  -- initial weights, for specs that start from imported ones
   self.handlers = {audit = Auditor.on_audit, bisect = Auditor.on_bisect, leaf = Auditor.on_leaf}
   return self
 end
@@ -26,6 +27,7 @@ end
 -- The leaves this auditor claims (its own, or lies from leaf L on).
 function Auditor:claimed_leaves()
   local leaves = {}
+  if self.run == nil then return leaves end  -- no replay (the spec could not be replayed)
   for i = 0, self.run:size() - 1 do leaves[i + 1] = self.run:leaf(i) end
   local lie = self.behaviour.lie_from_leaf
   if lie then
@@ -46,8 +48,27 @@ function Auditor:on_audit(body)
     error("this auditor's store already holds a replay for game '" .. tostring(body.game) ..
           "'; play each game under a new id (vt.game.network{game = ...}) or with a fresh store")
   end
-  self.runner = vt.auditor{spec = c.spec, data = self.data, store = self.store, run = game_id,
-                           profile = self.profile, logs = "given"}
+  self.runner, self.run = nil, nil
+  local okrunner, runner = pcall(vt.auditor, {spec = c.spec, data = self.data, store = self.store, run = game_id,
+                                              profile = self.profile, logs = "given",
+                                              init = c.spec:get("model.init") and self.init or nil})
+  if not okrunner then
+    -- Without the spec's inputs this auditor cannot audit (its own failing). With them, the
+    -- spec itself cannot be replayed: no honest trainer could have committed a run of it,
+    -- which is evidence against the trainer (the judge builds the same runner to confirm it).
+    local missing, what = party.missing_inputs(c.spec, self.data, self.init)
+    -- (A data set of the spec's name with another digest: this auditor's copy or the spec's
+    -- digest is wrong, and only the judge's copy can tell which; an auditor that holds other
+    -- data than the spec names is not set up for this game.)
+    if missing and (what ~= "data" or self.data:name() ~= c.spec:get("data.name")) then
+      error("this auditor cannot replay the spec: " .. missing)
+    end
+    return {root = commitment.merkle.root({}), n_leaves = 0, per_step = {}, profile = self.profile, seconds = 0,
+            totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
+                      steerable = 0, steps = 0},
+            evidence = {kind = "unreplayable", leaf = 1, reason = missing or tostring(runner)}}
+  end
+  self.runner = runner
   self.run = self.store:run(game_id)
   local totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
                   steerable = 0, steps = 0}

@@ -11,11 +11,12 @@ local Judge = setmetatable({}, {__index = party.Party})
 Judge.__index = Judge
 
 function M.new(options)
-  options = util.check_options("vt.game.judge", options, {"store", "data", "profile", "name"})
+  options = util.check_options("vt.game.judge", options, {"store", "data", "profile", "name", "init"})
   if options.data == nil then error("vt.game.judge: option 'data' is required (a data set or a recipe)", 2) end
   local self = setmetatable(party.new("judge", options.name, options.store), Judge)
   self.data = party.data(options.data)
   self.profile = options.profile or "native"
+  self.init = options.init  -- initial weights, for specs that start from imported ones
   self.handlers = {adjudicate = Judge.on_adjudicate}
   return self
 end
@@ -98,8 +99,19 @@ function Judge:on_adjudicate(body)
   end
 
   -- The replay of interval j (or the initial state for leaf 0).
-  local runner = vt.auditor{spec = spec, data = self.data, profile = self.profile, logs = "given",
-                            start = j > 0 and {step = first - 1, checkpoint = handover.checkpoint} or nil}
+  local okrunner, runner = pcall(vt.auditor, {
+    spec = spec, data = self.data, profile = self.profile, logs = "given", init = spec:get("model.init") and self.init or nil,
+    start = j > 0 and {step = first - 1, checkpoint = handover.checkpoint} or nil})
+  if not okrunner then
+    verdict.evidence.replay_error = tostring(runner)
+    local missing = party.missing_inputs(spec, self.data, self.init)
+    if missing then return decide("inconclusive", "the judge cannot replay the spec: " .. missing) end
+    -- The judge holds the spec's inputs, and the state it starts from is the agreed leaf's:
+    -- a spec (or a committed state) no runner accepts is one no honest trainer ran.
+    return decide("trainer_at_fault", "the judge cannot build the spec's run from its own inputs" ..
+                  (j > 0 and " and the agreed checkpoint of leaf " .. (j - 1) or "") .. ": " .. tostring(runner) ..
+                  "; no honest trainer commits a run of it")
+  end
   local illegitimate, mismatches, replay_error = 0, 0, nil
   verdict.evidence.steps = {}
   for _, s in ipairs(handover.steps) do

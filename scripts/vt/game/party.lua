@@ -26,6 +26,24 @@ function M.data(recipe)
   return make(options)
 end
 
+-- Why a replaying party given `data` (and `init`, a safetensors path or nil) cannot replay
+-- `spec` for want of its inputs, or nil when it holds them: the data set with the spec's
+-- digest, and initial weights where the spec starts from imported ones. A party that holds
+-- them and still cannot build the spec's runner has found a spec no honest trainer could
+-- have run (vt.trainer refuses it too): the trainer's fault, not the party's. The second
+-- result says what is missing: "data" or "init".
+function M.missing_inputs(spec, data, init)
+  if data:digest() ~= spec:get("data.digest") then
+    return "its data set '" .. data:name() .. "' has digest " .. data:digest() .. ", the spec's data (" ..
+           tostring(spec:get("data.name")) .. ") has " .. tostring(spec:get("data.digest")), "data"
+  end
+  if spec:get("model.init") ~= nil and init == nil then
+    return "the spec starts from imported weights (model.init " .. spec:get("model.init"):sub(1, 12) ..
+           "...) and this party was given none (init = their safetensors file)", "init"
+  end
+  return nil
+end
+
 local Party = {}
 Party.__index = Party
 M.Party = Party

@@ -97,9 +97,10 @@ function M.serve()
     if config.role == "trainer" then
       return trainer.new{store = store, run = o.run, name = config.name, behaviour = o.behaviour}
     elseif config.role == "auditor" then
-      return auditor.new{store = store, data = o.data, profile = o.profile, name = config.name, behaviour = o.behaviour}
+      return auditor.new{store = store, data = o.data, profile = o.profile, name = config.name, behaviour = o.behaviour,
+                         init = o.init}
     end
-    return judge.new{store = store, data = o.data, profile = o.profile, name = config.name}
+    return judge.new{store = store, data = o.data, profile = o.profile, name = config.name, init = o.init}
   end)
   if not ok then send{error = tostring(party)} return end
   -- Requests this party makes go out on stdout; their replies come back on stdin.

@@ -281,6 +281,12 @@ function Network:request(from, to, type_, body)
   end
   local okdecode, reply = pcall(json.decode, reply_text)
   if not okdecode or type(reply) ~= "table" then self:raise(to, "answered '" .. type_ .. "' with a line that is not a JSON object") end
+  -- What the network and the asker do with a reply re-encodes it (transcripts, the
+  -- attestation's digest): a reply that decodes but does not encode again (`{"$bytes": 5}`)
+  -- would fail in the honest asker's hands, and be counted as its forfeit.
+  if not pcall(json.encode, reply) then
+    self:raise(to, "answered '" .. type_ .. "' with a message that does not encode again as JSON")
+  end
   if sender.record then sender:record(self.game, reply) end
   self.log[#self.log + 1] = {seq = seq, from = from, to = to, type = type_, bytes = #text + #reply_text, seconds = elapsed}
   if reply.forfeit then self:confirm_forfeit({forfeit = type(reply.forfeit) == "table" and reply.forfeit.party}, mark, to, type_) end
