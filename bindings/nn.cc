@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "bindings/host.h"
+#include "bindings/kept_state.h"
 #include "bindings/lua_support.h"
 #include "bindings/module.h"
 #include "bindings/tensor.h"
@@ -98,6 +99,8 @@ class LuaModel : public nn::Model {
     }
     at::Tensor result = *out;
     lua_settop(L, top);
+    kept_.Check(L, "the model's forward (vt.nn)");
+    Collect();
     return result;
   }
 
@@ -119,8 +122,23 @@ class LuaModel : public nn::Model {
     return layer;
   }
   uint64_t seed() const { return seed_; }
+  // Layers are made while the model is built (a forward that made one would add parameters
+  // the checkpoints of earlier steps lack).
+  bool building() const { return building_; }
 
  private:
+  // The collector never runs inside a build or a forward, so a source cannot see when it
+  // runs (a weak table's entries vanish then); the host collects between forwards once the
+  // state's memory has doubled since the last collection.
+  void Collect() {
+    const int kb = lua_gc(L_, LUA_GCCOUNT, 0);
+    if (kb > 2 * collected_kb_) {
+      lua_gc(L_, LUA_GCCOLLECT, 0);
+      lua_gc(L_, LUA_GCSTOP, 0);
+      collected_kb_ = std::max(lua_gc(L_, LUA_GCCOUNT, 0), 1024);
+    }
+  }
+
   // Calls the function below `nargs` arguments (a traceback handler below it) under an
   // instruction budget; leaves one result, or throws vt::Error with the Lua message.
   void Call(lua_State* L, int nargs, const char* what, int64_t budget) {
@@ -141,6 +159,7 @@ class LuaModel : public nn::Model {
   void Build(const std::map<std::string, std::string>& fields) {
     lua_State* L = L_;
     luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    lua_gc(L, LUA_GCSTOP, 0);
     lua_pushlightuserdata(L, this);
     lua_setfield(L, LUA_REGISTRYINDEX, kModelKey);
     auto source = fields.find("source");
@@ -163,13 +182,18 @@ class LuaModel : public nn::Model {
       lua_setfield(L, -2, it->first.substr(4).c_str());
       config_[it->first] = it->second;
     }
+    building_ = true;
     Call(L, 2, "building the model from model.source", kBuildBudget);
-    // The result: {root = module, forward = function, modules = {path = description}}.
+    building_ = false;
+    // The result: {root = module, forward = function, modules = {path = description},
+    // env = the source's globals}.
     const int result = lua_gettop(L);
     lua_getfield(L, result, "root");
     root_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_getfield(L, result, "forward");
     forward_ref_ = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_getfield(L, result, "env");
+    const int env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_getfield(L, result, "modules");
     lua_pushnil(L);
     while (lua_next(L, -2) != 0) {
@@ -186,6 +210,10 @@ class LuaModel : public nn::Model {
       lua_pop(L, 1);
     }
     lua_settop(L, result - 1);
+    Collect();
+    kept_.Take(L, {{root_ref_, "the model"},
+                   {env_ref, "the source's globals"},
+                   {forward_ref_, "the forward"}});
     for (const auto& [name, t] : NamedParameters()) config_["state." + name] = Shape(*t);
     for (const auto& [name, t] : NamedBuffers()) config_["state." + name] = Shape(*t);
   }
@@ -220,6 +248,9 @@ class LuaModel : public nn::Model {
   double values_ = 0;
   int root_ref_ = LUA_NOREF, forward_ref_ = LUA_NOREF;
   std::map<std::string, std::string> config_;
+  bool building_ = false;
+  int collected_kb_ = 0;
+  KeptState kept_;  // what the model keeps between forward calls, checked after each
 };
 
 LuaModel* BuildingModel(lua_State* L, const char* api) {
@@ -247,6 +278,8 @@ int NnMake(lua_State* L) {
   const std::string kind = CheckString(L, 1);
   const std::string path = CheckString(L, 2);
   LuaModel* model = BuildingModel(L, api);
+  if (!model->building())
+    Fail(L, api, "a layer is made while the model is built, not in a forward");
   const uint64_t seed = model->seed();
   auto wrap = [](auto m) {
     auto layer = std::make_shared<Layer>();

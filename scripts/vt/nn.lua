@@ -678,21 +678,93 @@ local function sandbox(args)
   }
 end
 
+-- The first line of `source` that uses the `^` operator, or nil. Lua's `^` on numbers calls
+-- the C library's pow (at parse time too, when it folds constants), whose last bit may differ
+-- between machines and C libraries: a width or a scale computed with it could build another
+-- model on another party's machine. A `^` outside strings and comments is always the
+-- operator, so the scan skips exactly what Lua's lexer skips: short strings with their
+-- escapes, long strings and comments ([[...]], [==[...]==]) and line comments.
+local ssub, smatch = string.sub, string.match
+local function line_of_power(source)
+  local n, line = #source, 1
+  local function lines(from, to)  -- counts the newlines in source[from..to]
+    local at = sfind(source, "\n", from, true)
+    while at and at <= to do
+      line = line + 1
+      at = sfind(source, "\n", at + 1, true)
+    end
+  end
+  local function long_bracket(at)  -- the level of a long bracket opening at `at`, or nil
+    local eq = smatch(source, "^%[(=*)%[", at)
+    return eq and #eq
+  end
+  local function past_long(at, level)  -- just past the long string or comment opening at `at`
+    local close = "]" .. srep("=", level) .. "]"
+    local stop = sfind(source, close, at + level + 2, true)
+    local last = stop and stop + #close - 1 or n
+    lines(at, last)
+    return last + 1
+  end
+  local i = 1
+  while true do
+    local at = sfind(source, "[%-%[\"'%^\n]", i)
+    if at == nil then return nil end
+    local c = ssub(source, at, at)
+    if c == "^" then return line end
+    i = at + 1
+    if c == "\n" then
+      line = line + 1
+    elseif c == "-" and ssub(source, at + 1, at + 1) == "-" then
+      local level = long_bracket(at + 2)
+      if level then
+        i = past_long(at + 2, level)
+      else
+        i = sfind(source, "\n", at + 2, true) or n + 1
+      end
+    elseif c == "[" and long_bracket(at) then
+      i = past_long(at, long_bracket(at))
+    elseif c == '"' or c == "'" then
+      -- a short string: up to its closing quote, a backslash escaping the character after it
+      while true do
+        local d = sfind(source, c == '"' and '[\\"\n]' or "[\\'\n]", i)
+        if d == nil then return nil end  -- unfinished: Lua refuses it
+        local e = ssub(source, d, d)
+        if e == "\\" then
+          if ssub(source, d + 1, d + 1) == "\n" then line = line + 1 end
+          i = d + 2
+        elseif e == "\n" then
+          line, i = line + 1, d + 1  -- (Lua refuses it too)
+        else
+          i = d + 1
+          break
+        end
+      end
+    end
+  end
+end
+
 -- Runs a model source: returns its root module (the source returns a module, or a function
 -- of args that returns one).
 local function run_source(source, args, chunkname)
   if type(source) ~= "string" then error("vt.nn: a model source must be a string", 3) end
   if source:byte(1) == 27 then error("vt.nn: a model source is Lua text, not bytecode", 3) end
+  local power = line_of_power(source)
+  if power then
+    error("vt.nn: model.source line " .. power .. " uses ^, which calls the C library's pow: its " ..
+          "last bit may differ between machines, and so would the model; multiply, or use " ..
+          "math.ldexp(x, n) for x * 2^n", 3)
+  end
   local chunk, err = loadstring(source, chunkname or "=model.source")
   if not chunk then error("vt.nn: model.source does not compile: " .. err, 3) end
-  setfenv(chunk, sandbox(args))
+  local env = sandbox(args)
+  setfenv(chunk, env)
   local root = chunk(args)
   if type(root) == "function" then root = root(args) end
   if not is_module(root) then
     error("vt.nn: model.source must return a vt.nn module (or a function of args returning " ..
           "one), got " .. type(root), 3)
   end
-  return root
+  return root, env
 end
 
 -- Paths: every module records its path; a module placed twice in the tree is refused.
@@ -758,18 +830,22 @@ end
 function nn._build(source, args)
   lock_model_state()
   string_work = 0
-  local root = run_source(source, args)
+  local root, env = run_source(source, args)
   bind(root)
   local modules = descriptions(root)
   root:walk(function(m)
     if m.make then rawset(m, "_impl", m:make()) end
   end)
+  -- (string_work is 0 between calls: the host checks that a forward changed nothing the
+  -- model keeps, this counter included.)
   local function forward(m, x)
     string_work = 0
     local y = m(x)
+    string_work = 0
     return y
   end
-  return {root = root, forward = forward, modules = modules}
+  string_work = 0
+  return {root = root, forward = forward, modules = modules, env = env}
 end
 
 -- Called by the host (bindings/nn.cc, core.nn_preview) in a Lua state of its own, locked as

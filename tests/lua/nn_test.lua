@@ -217,12 +217,12 @@ s:test("model sources get clear errors", function()
   model_error("print(1) return vt.nn.ReLU()", "global 'print'")
   -- No pcall: a source must not catch the error that ends its instruction budget.
   model_error("pcall(error) return vt.nn.ReLU()", "global 'pcall'")
-  model_error("local t = vt.tensor.zeros({2^20, 2^20}) return vt.nn.ReLU()", "at most 2%^26 elements")
-  model_error("local t = vt.tensor.arange(2^40) return vt.nn.ReLU()", "at most 2%^26 elements")
+  model_error("local t = vt.tensor.zeros({1048576, 1048576}) return vt.nn.ReLU()", "at most 2%^26 elements")
+  model_error("local t = vt.tensor.arange(1099511627776) return vt.nn.ReLU()", "at most 2%^26 elements")
   model_error("local t = vt.tensor.load('x.npy') return vt.nn.ReLU()", "field 'load'")
-  model_error("local t = string.rep('x', 2^31) return vt.nn.ReLU()", "at most 2%^24 bytes")
+  model_error("local t = string.rep('x', 2147483648) return vt.nn.ReLU()", "at most 2%^24 bytes")
   T.assert_error(function()  -- method calls on strings, in the spec's own model state
-    vt.spec.parse((spec_of(vt.nn.model{source = "local t = ('x'):rep(2^20) return vt.nn.Sequential{vt.nn.Flatten(), vt.nn.Linear(784, 10)}"}, data):canonical():gsub("2%^20", "2^31")))
+    vt.spec.parse((spec_of(vt.nn.model{source = "local t = ('x'):rep(1048576) return vt.nn.Sequential{vt.nn.Flatten(), vt.nn.Linear(784, 10)}"}, data):canonical():gsub("1048576", "2147483648")))
   end, "at most 2%^24 bytes")
   model_error(string.dump(function() end), "not bytecode")
   model_error("local l = vt.nn.Linear(784, 10) return vt.nn.Sequential{vt.nn.Flatten(), l, l}",

@@ -70,7 +70,7 @@ local ResNet = nn.Module{
     local expansion = depth == 18 and 1 or 4
     local cin = width
     for stage = 1, 4 do
-      local planes = width * 2 ^ (stage - 1)
+      local planes = math.ldexp(width, stage - 1)
       local layer = {}
       for b = 1, blocks[stage] do
         layer[b] = Block(cin, planes, (stage > 1 and b == 1) and 2 or 1)
