@@ -44,6 +44,7 @@ constexpr const char* kModelKey = "vt.nn.model";  // registry: the LuaModel of t
 constexpr int64_t kBuildBudget = int64_t{1} << 26;
 constexpr int64_t kForwardBudget = int64_t{1} << 26;
 constexpr int kHookEvery = 1 << 16;
+constexpr const char* kForwardWhat = "the model's forward (vt.nn)";
 
 struct Layer {
   std::shared_ptr<nn::Module> module;
@@ -84,23 +85,29 @@ class LuaModel : public nn::Model {
   ~LuaModel() override { lua_close(L_); }
 
   at::Tensor Forward(const at::Tensor& inputs) override {
+    if (!broken_.empty()) throw Error(broken_);
     lua_State* L = L_;
     const int top = lua_gettop(L);
-    lua_pushcfunction(L, Traceback);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, forward_ref_);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, root_ref_);
-    PushTensor(L, inputs);
-    Call(L, 2, "the model's forward (vt.nn)", kForwardBudget);
-    at::Tensor* out = TestTensor(L, -1);
-    if (out == nullptr) {
-      const std::string got = luaL_typename(L, -1);
+    at::Tensor result;
+    try {
+      lua_pushcfunction(L, Traceback);
+      lua_rawgeti(L, LUA_REGISTRYINDEX, forward_ref_);
+      lua_rawgeti(L, LUA_REGISTRYINDEX, root_ref_);
+      PushTensor(L, inputs);
+      Call(L, 2, kForwardWhat, kForwardBudget);
+      at::Tensor* out = TestTensor(L, -1);
+      if (out == nullptr) {
+        const std::string got = luaL_typename(L, -1);
+        throw Error(std::string(kForwardWhat) + " returned a " + got + ", not a tensor");
+      }
+      result = *out;
+    } catch (const std::exception& e) {
       lua_settop(L, top);
-      throw Error("the model's forward (vt.nn) returned a " + got + ", not a tensor");
+      CheckKept(std::string(" (in a forward that then failed: ") + e.what() + ")");
+      throw;
     }
-    at::Tensor result = *out;
     lua_settop(L, top);
-    kept_.Check(L, "the model's forward (vt.nn)");
-    Collect();
+    CheckKept("");
     return result;
   }
 
@@ -127,6 +134,22 @@ class LuaModel : public nn::Model {
   bool building() const { return building_; }
 
  private:
+  // After a forward, whether it returned or failed: refuses what it changed of what the model
+  // keeps, and then every later forward too. The next forward would start from the change
+  // and could put it back before its own check: a trainer's evaluation, say, that the
+  // auditor never runs, would steer the next step unseen.
+  void CheckKept(const std::string& failed) {
+    try {
+      kept_.Check(L_, kForwardWhat);
+    } catch (const std::exception& changed) {
+      broken_ = std::string(changed.what()) + failed + "; this model runs no more forwards";
+      Collect();
+      if (failed.empty()) throw Error(broken_);
+      return;  // (the caller rethrows the forward's own error)
+    }
+    Collect();
+  }
+
   // The collector never runs inside a build or a forward, so a source cannot see when it
   // runs (a weak table's entries vanish then); the host collects after each (about 30 us for
   // a small model's state), which also frees the tensors a forward dropped at once: the
@@ -247,7 +270,8 @@ class LuaModel : public nn::Model {
   int root_ref_ = LUA_NOREF, forward_ref_ = LUA_NOREF;
   std::map<std::string, std::string> config_;
   bool building_ = false;
-  KeptState kept_;  // what the model keeps between forward calls, checked after each
+  std::string broken_;  // why this model runs no more forwards (a failed one changed its state)
+  KeptState kept_;      // what the model keeps between forward calls, checked after each
 };
 
 LuaModel* BuildingModel(lua_State* L, const char* api) {

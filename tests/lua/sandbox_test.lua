@@ -159,6 +159,20 @@ s:test("a forward that changes it on some batches only fails there, for every pa
   local parsed = parse(source)
   T.assert_error(function() vt.trainer{spec = parsed, data = data, mode = "fp64"}:step() end, KEPT, true)
 end)
+s:test("a forward that changed what the model keeps and failed ends the model's forwards", function()
+  -- An evaluation (which the auditor never runs) leaves a flag and fails; the next training
+  -- forward reads the flag and clears it before the check: it would have steered the step
+  -- unseen. So would one that returned and was refused.
+  for _, ending in ipairs{"error('evaluation batch')", "return x"} do
+    local source = with_forward("local st = {}",
+      "if x:shape()[1] == 3 then st.on = true " .. ending .. " end local on = st.on st.on = nil")
+    local spec = vt.spec{model = vt.nn.model{source = source}, data = data, steps = 2, batch = 4}
+    local t = vt.trainer{spec = vt.spec.parse(spec:canonical()), data = data, mode = "fp64"}
+    t:step()
+    T.assert_false(pcall(t.evaluate, t, data, {limit = 3, batch = 3}))
+    T.assert_error(function() t:step() end, "runs no more forwards", true)
+  end
+end)
 s:test("a weak table the model keeps is refused while building", function()
   -- (its entries vanish when the collector runs, which differs between processes)
   local ok, err = pcall(parse, with_forward("local cache = setmetatable({}, {__mode = 'k'})", "local _ = cache"))
