@@ -20,6 +20,8 @@ constexpr int kMetatableKey = 100;
 constexpr int kEnvironmentKey = 101;
 constexpr int kUpvalueKey = 102;  // bits: the upvalue's number
 constexpr int kAsKey = 103;       // (how a walk reached an object that is a table's key)
+constexpr int kLengthKey = 104;   // a table's length (#): its layout, which the contents alone
+                                  // do not fix (a rehash moves keys into the array part)
 
 int Absolute(lua_State* L, int idx) { return idx < 0 ? lua_gettop(L) + idx + 1 : idx; }
 
@@ -34,24 +36,46 @@ bool IsLuaFunction(lua_State* L, int idx) {
   return lua_type(L, idx) == LUA_TFUNCTION && !lua_iscfunction(L, idx);
 }
 
-// A tensor's identity and layout: its dtype, storage, offset, sizes and strides.
+// A tensor's identity, layout and autograd state: dtype, storage, offset, sizes, strides,
+// whether it requires a gradient or carries a graph, and its version (bumped by every write,
+// so a write that put the bytes back shows too).
 std::vector<int64_t> LayoutOf(const at::Tensor& t) {
   if (!t.defined()) return {-1};
   std::vector<int64_t> out = {static_cast<int64_t>(t.scalar_type()),
                               static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr())),
-                              t.storage_offset(), t.dim()};
+                              t.storage_offset(),
+                              t.dim(),
+                              t.requires_grad(),
+                              t.grad_fn() != nullptr,
+                              t.is_inference() ? -1 : t._version()};
   for (int64_t s : t.sizes()) out.push_back(s);
   for (int64_t s : t.strides()) out.push_back(s);
   return out;
 }
 
-bool SameBytes(const at::Tensor& a, const at::Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
-  // (A tensor a source moved to a device is compared in host memory.)
-  const at::Tensor ca = a.cpu().contiguous(), cb = b.cpu().contiguous();
-  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.numel() * ca.element_size()) == 0;
+// The whole storage under a tensor, as bytes (views of one storage share one copy).
+const void* StorageOf(const at::Tensor& t) { return t.defined() ? t.storage().data() : nullptr; }
+size_t StorageBytes(const at::Tensor& t) { return t.defined() ? t.storage().nbytes() : 0; }
+at::Tensor StorageCopy(const at::Tensor& t) {
+  const int64_t n = static_cast<int64_t>(StorageBytes(t));
+  if (t.is_cpu()) {
+    at::Tensor all = at::empty({n}, at::TensorOptions().dtype(at::kByte));
+    if (n > 0) std::memcpy(all.data_ptr(), StorageOf(t), n);
+    return all;
+  }
+  // (a tensor a source moved to a device: compared in host memory)
+  return at::empty({0}, t.options().dtype(at::kByte)).set_(t.storage(), 0, {n}, {1}).cpu();
 }
+bool SameStorage(const at::Tensor& t, const at::Tensor& copy) {
+  if (static_cast<size_t>(copy.numel()) != StorageBytes(t)) return false;
+  if (copy.numel() == 0) return true;
+  const at::Tensor now = t.is_cpu() ? at::Tensor() : StorageCopy(t);
+  const void* bytes = t.is_cpu() ? StorageOf(t) : now.data_ptr();
+  return std::memcmp(bytes, copy.data_ptr(), StorageBytes(t)) == 0;
+}
+
+// What the model's own tensors may hold in all (the check keeps a copy of it).
+constexpr size_t kMaxKeptBytes = size_t{1} << 30;
 
 }  // namespace
 
@@ -76,6 +100,8 @@ void KeptState::Take(lua_State* L, std::vector<Root> roots) {
   objects_.clear();
   slots_.clear();
   by_key_.clear();
+  storages_.clear();
+  kept_bytes_ = 0;
   index_.clear();
   const int top = lua_gettop(L);
   lua_checkstack(L, 16);
@@ -157,11 +183,25 @@ void KeptState::Take(lua_State* L, std::vector<Root> roots) {
       slots_.push_back(s);
       lua_pop(L, 1);
     }
+    if (type == LUA_TTABLE) {
+      slots_.push_back(
+          {Value{kLengthKey, 0}, Value{LUA_TNUMBER, static_cast<uint64_t>(lua_objlen(L, obj))}});
+    }
     if (type == LUA_TUSERDATA) {
       if (at::Tensor* t = TestTensor(L, obj)) {
         objects_[i].is_tensor = true;
         objects_[i].layout = LayoutOf(*t);
-        if (t->defined()) objects_[i].bytes = t->clone(at::MemoryFormat::Contiguous);
+        objects_[i].storage = StorageOf(*t);
+        if (t->defined() && storages_.count(objects_[i].storage) == 0) {
+          kept_bytes_ += StorageBytes(*t);
+          if (kept_bytes_ > kMaxKeptBytes) {
+            lua_settop(L, top);
+            throw Error("the model keeps more than 1 GiB in tensors of its own (made while " +
+                        std::string("building, at ") + PathOf(link_of, self) +
+                        " and elsewhere); a model source may keep at most that");
+          }
+          storages_.emplace(objects_[i].storage, StorageCopy(*t));
+        }
       }
     }
     objects_[i].first = first;
@@ -267,11 +307,17 @@ void KeptState::Check(lua_State* L, const std::string& what) {
         lua_pop(L, 1);
         ++count;
       }
+      ++count;  // (the length slot)
+      {
+        const Value length{LUA_TNUMBER, static_cast<uint64_t>(lua_objlen(L, obj))};
+        const Slot* s = Find(before, Value{kLengthKey, 0});
+        if (s == nullptr || s->value != length) fail(self, " (its length, #)");
+      }
       if (count != before.count) {
         // An entry is gone: name the first one.
         for (size_t k = before.first; k < before.first + before.count; ++k) {
           const Value& key = slots_[k].key;
-          if (key.type == kMetatableKey) continue;
+          if (key.type == kMetatableKey || key.type == kLengthKey) continue;
           bool present = false;
           lua_pushnil(L);
           while (!present && lua_next(L, obj) != 0) {
@@ -299,8 +345,15 @@ void KeptState::Check(lua_State* L, const std::string& what) {
     }
     if (before.is_tensor) {
       at::Tensor* t = TestTensor(L, obj);
-      if (t == nullptr || LayoutOf(*t) != before.layout || !SameBytes(*t, before.bytes))
-        fail(self, " (a tensor's values)");
+      if (t == nullptr || LayoutOf(*t) != before.layout)
+        fail(self, " (a tensor's layout, version or graph)");
+      if (t->defined()) {
+        uint64_t& checked = storage_checks_[before.storage];
+        if (checked != checks_) {  // (each storage once, however many views of it)
+          checked = checks_;
+          if (!SameStorage(*t, storages_.at(before.storage))) fail(self, " (a tensor's values)");
+        }
+      }
     }
     lua_pop(L, 1);
   }

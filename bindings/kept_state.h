@@ -67,8 +67,8 @@ class KeptState {
   };
   // One object as Take saw it: its slots (a table's entries in the order lua_next gave them,
   // which an untouched table gives again, and sorted by key in by_key_; a function's upvalues in
-  // order, a metatable and an environment under keys of their own), and, for a tensor, its layout
-  // and a copy of its bytes.
+  // order, a metatable and an environment under keys of their own, a table's length), and, for a
+  // tensor, its layout and storage.
   struct Object {
     const void* address = nullptr;
     int type = LUA_TNIL;
@@ -77,7 +77,7 @@ class KeptState {
     std::vector<const char*> upvalue_names;
     bool is_tensor = false;
     std::vector<int64_t> layout;
-    at::Tensor bytes;
+    const void* storage = nullptr;  // a tensor's storage, whose bytes storages_ holds
   };
   // An object a Check reached: which of Take's, and how.
   struct Reached {
@@ -96,9 +96,12 @@ class KeptState {
   std::vector<Slot> slots_;
   std::vector<uint32_t> by_key_;  // per object, its slots' indices sorted by key
   std::unordered_map<const void*, size_t> index_;
+  std::unordered_map<const void*, at::Tensor> storages_;  // each kept storage's bytes at Take
+  size_t kept_bytes_ = 0;
   // Check's scratch, kept between calls.
   std::vector<Reached> reached_;
   std::vector<uint64_t> seen_;  // the Check that last reached each object
+  std::unordered_map<const void*, uint64_t> storage_checks_;  // the Check that compared each
   uint64_t checks_ = 0;
 };
 

@@ -488,9 +488,11 @@ local MAX_ELEMENTS = 2 ^ 26
 -- The elements a vt.tensor constructor `name` called with these arguments makes: the product
 -- of a shape (a table, or sizes as separate numbers), or arange's count.
 local function elements(name, first, ...)
+  -- (A dimension of 0 counts as 1: zeros{2^40, 0} holds nothing but totable() would make
+  -- 2^40 tables in one C call.)
   local function count(d)
     local v = tonumber(d)
-    return v and math.abs(v) or 0
+    return v and math.max(math.abs(v), 1) or 0
   end
   if type(first) == "table" then
     local n = 1
@@ -592,7 +594,32 @@ safe_string.find = function(text, pattern, init, plain)
   end
   return sfind(text, pattern, init, plain)
 end
-for _, api in ipairs{"match", "gmatch", "gsub"} do
+-- gmatch as a Lua closure over find: the library's iterator keeps its position in a C
+-- closure's upvalues, which the host's check of what a model keeps cannot see (a forward that
+-- called a kept iterator counted its calls unseen). Lua 5.1's gmatch: the next match at or
+-- after the position, which moves past an empty match by one; `^` is no anchor there, so a
+-- pattern that starts with one is refused rather than read another way.
+safe_string.gmatch = function(text, pattern)
+  check_pattern("gmatch", text, pattern)
+  text, pattern = tostring(text), tostring(pattern)
+  if pattern:byte(1) == 94 then
+    error("string.gmatch: a model source may not start a gmatch pattern with ^", 2)
+  end
+  local pos = 1
+  return function()
+    if pos > #text + 1 then return nil end
+    local found = {sfind(text, pattern, pos)}
+    if found[1] == nil then
+      pos = #text + 2
+      return nil
+    end
+    local first, last = found[1], found[2]
+    pos = last >= first and last + 1 or first + 1
+    if #found > 2 then return unpack(found, 3) end
+    return text:sub(first, last)
+  end
+end
+for _, api in ipairs{"match", "gsub"} do
   local fn = string[api]
   safe_string[api] = function(text, pattern, ...)
     check_pattern(api, text, pattern)
@@ -838,10 +865,12 @@ function nn._build(source, args)
   end)
   -- (string_work is 0 between calls: the host checks that a forward changed nothing the
   -- model keeps, this counter included.)
+  -- A failed forward resets it too: its error is passed on with its traceback.
   local function forward(m, x)
     string_work = 0
-    local y = m(x)
+    local ok, y = xpcall(function() return m(x) end, debug.traceback)
     string_work = 0
+    if not ok then error(y, 0) end
     return y
   end
   string_work = 0

@@ -76,6 +76,8 @@ s:test("patterns that backtrack for ages are refused before they run", function(
 end)
 s:test("sizes given other ways are limited too", function()
   refused("local t = vt.tensor.zeros(8192, 8192, 2)", "at most 2^26 elements")
+  -- (no elements, but 2^40 rows for totable to make)
+  refused("local t = vt.tensor.zeros{1099511627776, 0}", "at most 2^26 elements")
   refused("local s = ('x'):rep('1073741824')", "at most 2^24 bytes")
   -- Rows that are one shared table: the outer length alone said 8192.
   refused("local row = {} for i = 1, 8193 do row[i] = 0 end local m = {} for i = 1, 8192 do m[i] = row end " ..
@@ -129,10 +131,19 @@ s:test("a forward that changes what the model keeps between calls is refused, na
     {"local cfg = {0}", "cfg[1] = -cfg[1]", "[1]"},  -- -0 is not 0: 1/x tells them apart
     {"", "getmetatable(self).__index.extra = 1", ".extra (added)"},  -- the class, the host's table
     {"", "vt.nn.ReLU = vt.nn.GELU", ".ReLU"},
-    {"local buf = vt.tensor.zeros{2}", "buf[1] = buf[1] + 1", "(a tensor's values)"},
+    {"local buf = vt.tensor.zeros{2}", "buf[1] = buf[1] + 1", "(a tensor's"},
     -- through views of it: another userdata, the same storage
-    {"local buf = vt.tensor.zeros{2}", "buf:reshape{2, 1}[2] = 5", "(a tensor's values)"},
-    {"local buf = vt.tensor{1, 2}", "buf:reshape{1, 2}:zero()", "(a tensor's values)"},
+    {"local buf = vt.tensor.zeros{2}", "buf:reshape{2, 1}[2] = 5", "(a tensor's"},
+    {"local buf = vt.tensor{1, 2}", "buf:reshape{1, 2}:zero()", "(a tensor's"},
+    -- a write that puts the bytes back (its version shows it), and a graph it now carries
+    {"local buf = vt.tensor{1, 2}", "buf[1] = 7 buf[1] = 1", "(a tensor's layout, version or graph)"},
+    {"local buf = vt.tensor.zeros{1}", "buf:copy(x:narrow(2, 1, 1):narrow(1, 1, 1):reshape{1}:mul(0))",
+     "(a tensor's"},
+    -- an iterator's position (the library's gmatch kept it in a C closure, out of sight)
+    {"local it = ('abcdef'):gmatch('.')", "local c = it()", "(its upvalue 'pos')"},
+    -- a table's layout: the same entries, another length (a rehash moved 4 into the array)
+    {"local K = {1, 2} K[0.5] = 1 K[1.5] = 1 K[2.5] = 1 K[4] = 4",
+     "K[5.5] = true K[5.5] = nil", "(its length, #)"},
     {"local mt = {} local t = setmetatable({}, mt)", "mt.__index = {} local _ = t",
      ".__index (added)"},
     {"local t = setmetatable({}, {})", "setmetatable(t, nil)", "(its metatable)"},
@@ -172,6 +183,21 @@ s:test("a forward that changed what the model keeps and failed ends the model's 
     T.assert_false(pcall(t.evaluate, t, data, {limit = 3, batch = 3}))
     T.assert_error(function() t:step() end, "runs no more forwards", true)
   end
+end)
+s:test("a stateless forward that failed leaves the model usable", function()
+  -- (the string work its failed call counted was left in an upvalue, and refused as kept)
+  local source = with_forward("", "local _ = ('relu'):find('l', 1, true) assert(x:shape()[1] ~= 3, 'odd batch')")
+  local spec = vt.spec{model = vt.nn.model{source = source}, data = data, steps = 2, batch = 4}
+  local t = vt.trainer{spec = vt.spec.parse(spec:canonical()), data = data, mode = "fp64"}
+  t:step()
+  T.assert_false(pcall(t.evaluate, t, data, {limit = 3, batch = 3}))
+  t:step()
+end)
+s:test("gmatch in a source matches as Lua's", function()
+  parse(hostile("local out = {} for a, b in ('k=1, v=2'):gmatch('(%w)=(%w)') do out[#out + 1] = a .. b end " ..
+                "assert(table.concat(out, ' ') == 'k1 v2') local n = 0 for _ in ('abc'):gmatch('x*') do n = n + 1 end " ..
+                "assert(n == 4, n) for w in ('16,8'):gmatch('[^,]+') do n = n + 1 end assert(n == 6)"))
+  refused("for w in ('abc'):gmatch('^a') do end", "may not start a gmatch pattern with ^")
 end)
 s:test("a weak table the model keeps is refused while building", function()
   -- (its entries vanish when the collector runs, which differs between processes)
