@@ -867,7 +867,9 @@ void StepContext::ApplyTamper(const std::string& boundary, const at::Tensor& inp
       case Tamper::Kind::kToward: {
         // A zero window (an exact boundary) accepts no entry at all, ties included.
         if (!(w > 0.0)) continue;
-        const bool direction = !c.on_grid && w <= 0.25 * c.g && d <= 1.5 * w &&
+        // A direction that moves a value is accepted within w of its midpoint (the
+        // auditor's value may lie up to half of that further off).
+        const bool direction = !c.on_grid && w <= 0.25 * c.g && d <= 0.5 * w &&
                                st != static_cast<uint8_t>(LogState::kExact);
         if (!direction) {
           const float vf = static_cast<float>(v);

@@ -121,13 +121,12 @@ struct BoundaryStats {
 //                logged EXACT with the other neighbour.
 //   kFlipWithin  every boundary: every value the trainer can round the other way with a
 //                legitimate entry (ROUNDING.md "steerable"), with a margin for the auditor's
-//                own values. Where w <= g/4: d <= 1.5 w (logged DOWN/UP reversed; unlogged
-//                values with w < d <= 1.5 w logged in the other direction; the replay
-//                accepts d up to 2w). Elsewhere, values on the grid included (such as the
-//                exact zeros of a ReLU's gradient): an EXACT entry with the other neighbour
-//                (replacing an honest EXACT value, or new) when ExactLegitimate holds at x
-//                and at x -+ w/2. The steering ROUNDING.md admits by design; the replay's
-//                `steerable` count bounds it.
+//                own values. Where w <= g/4: d <= w/2 (logged DOWN/UP reversed; the replay
+//                accepts a direction that moves a value up to d = w). Elsewhere, values on the grid
+//                included (such as the exact zeros of a ReLU's gradient): an EXACT entry with the
+//                other neighbour (replacing an honest EXACT value, or new) when ExactLegitimate
+//                holds at x and at x -+ w/2. The steering ROUNDING.md admits by design; the
+//                replay's `steerable` count bounds it.
 //   kToward      the boundaries named in `directions` only: as kFlipWithin, but a value is
 //                rounded the other way only where that moves it the way its direction
 //                (same shape as the boundary's tensor) points, and a logged DOWN/UP entry

@@ -177,26 +177,31 @@ VT_PRECISION_INLINE uint64_t ReplayOne(double xi, uint64_t st, uint64_t k, doubl
   // The entry asks for hi(|x'|) when (UP and x' >= 0) or (DOWN and x' < 0).
   const bool want_hi = (st == 2) ^ (sign != 0);
   // lo(|x'|) = r - g when rounded up, hi(|x'|) = r + g when rounded down (off the grid).
-  const bool move_up = is_dir & want_hi & !c.up & off;
-  const bool move_down = is_dir & !want_hi & c.up;
+  const bool asks_up = is_dir & want_hi & !c.up & off;
+  const bool asks_down = is_dir & !want_hi & c.up;
+  // A DOWN/UP entry an honest trainer could not have written (window.h DirectionLegitimate)
+  // is illegitimate and not applied: the replay keeps rnd_b(x'), as for EXACT. On the grid
+  // no direction is honest (ROUNDING.md, "Legitimate entries": the trainer's x would lie in
+  // a cell that ends at x', so its midpoint is g(x)/2 from x', and with |x - mid| <= w(x) <=
+  // g(x)/4 and d < w(x) it would be nearer); nor is one under a zero window (which logs
+  // nothing) or one wider than g/2 (where an honest trainer writes EXACT; w > g/2 needs
+  // WideAt), nor one that moves x' although it is more than w from the midpoint (the honest x
+  // would lie across the midpoint, more than w from x'), nor one that rounds to 2^128.
+  // (w > g/2 arises only where WideAt holds: elsewhere the check is always true.)
+  const bool legit = DirectionLegitimate(a, c, w, asks_up | asks_down);
+  const bool illegit = is_dir & !legit;
+  const bool move_up = asks_up & legit;
+  const bool move_down = asks_down & legit;
   const uint64_t move = static_cast<uint64_t>(move_up | move_down);
   const uint64_t delta_bits =
       (DoubleBits(c.g) ^ (static_cast<uint64_t>(move_down) << 63)) & (0 - move);
   const double result = c.r + BitsDouble(delta_bits);
   *corrections += static_cast<int64_t>(move);
-  // A DOWN/UP entry on an x' on the grid is never honest (ROUNDING.md, "Legitimate
-  // entries"): the trainer's x would lie in a cell that ends at x', so its midpoint is g(x)/2
-  // from x', and with |x - mid| <= w(x) <= g(x)/4 (a direction, not EXACT) and d < w(x) it
-  // would be nearer. A NONE value there is at risk when the nearest midpoint (half a spacing
-  // below) is nearer than the window.
+  // A NONE value on the grid is at risk when the nearest midpoint (half a spacing below) is
+  // nearer than the window.
   const double on_grid_mid = OnGridMidDistance(a, k, c.g);
-  const double w2 = 2.0 * w;
-  // A direction where an honest trainer writes EXACT (w > g/4, with a factor 2 of slack
-  // for the two parties' scales), or under a zero window (which logs nothing), is no entry
-  // an honest trainer writes either. (w > g/2 needs WideAt.)
-  const bool far = !off | !InWindow(a, c.mid, c.g, w2) | (kWide && (w > 0.5 * c.g)) | (w == 0.0);
   const bool near = (off & InWindow(a, c.mid, c.g, w)) | (!off & (on_grid_mid < w));
-  *illegitimate += static_cast<int64_t>(is_dir & far);
+  *illegitimate += static_cast<int64_t>(illegit);
   *near_misses += static_cast<int64_t>((st == 0) & near);
   *steerable += static_cast<int64_t>(kWide ? Steerable(a, c, w, k, band, alpha_scale)
                                            : SteerableNarrow(a, c, w));

@@ -103,7 +103,7 @@ struct Wide {
   __mmask8 too_wide;   // w > g/2
 };
 
-VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const KernelParams& p,
+VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in1, const KernelParams& p,
                             __m512d alpha_scale, __m512i k_minus_23) {
   const __m512d band = _mm512_set1_pd(p.band);
   const __m512d lower_mid = LowerMid8(l, k_minus_23);
@@ -129,9 +129,15 @@ VT_AVX512 inline Wide Wide8(const Lanes& l, __m512d w, __mmask8 in2, const Kerne
   const __mmask8 eligible =
       _mm512_cmp_pd_mask(Window8(band, g_minus, alpha_scale),
                          _mm512_mul_pd(_mm512_set1_pd(0.25), g_minus), _CMP_GT_OQ);
+  // A value other than rnd_b: a boundary of rnd_b's cell within t/2 (window.h Steerable).
+  const __m512d half_t = _mm512_mul_pd(_mm512_set1_pd(0.5), t);
+  const __mmask8 other_zero = static_cast<__mmask8>(
+      _mm512_cmp_pd_mask(l.r, _mm512_setzero_pd(), _CMP_EQ_OQ) &
+      _mm512_cmp_pd_mask(l.a, half_t, _CMP_LE_OQ) & _mm512_cmp_pd_mask(lower_mid, t, _CMP_LE_OQ));
   const __mmask8 near_mid =
-      static_cast<__mmask8>((off & InWindow8(l, t)) | _mm512_cmp_pd_mask(lower_mid, t, _CMP_LE_OQ));
-  const __mmask8 dir_ok = static_cast<__mmask8>(off & in2 & ~r.too_wide);
+      static_cast<__mmask8>((off & InWindow8(l, half_t)) |
+                            _mm512_cmp_pd_mask(lower_mid, half_t, _CMP_LE_OQ) | other_zero);
+  const __mmask8 dir_ok = static_cast<__mmask8>(off & in1 & ~r.too_wide);
   r.steerable = static_cast<__mmask8>(dir_ok | (eligible & near_mid));
   return r;
 }
@@ -333,13 +339,13 @@ VT_AVX512 inline bool RoundLogBits8(const BitsWindow& b, const KernelParams& p, 
   __mmask8 logged, steer;
   if (kShape == Shape::kRelative) {
     logged = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
-    steer = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w2);
+    steer = logged;  // (w <= g/4: a value is steerable where it is logged)
   } else {
     __m512d w, d;
     if (!AbsoluteBits8<kMag>(b, p, l, mag, valid, &w, &d, bad_m)) return false;
     const __mmask8 open = _mm512_mask_cmp_pd_mask(off, w, _mm512_setzero_pd(), _CMP_GT_OQ);
     logged = _mm512_mask_cmp_pd_mask(open, d, w, _CMP_LE_OQ);
-    steer = _mm512_mask_cmp_pd_mask(open, d, _mm512_mul_pd(_mm512_set1_pd(2.0), w), _CMP_LE_OQ);
+    steer = logged;
     const __mmask8 zero = static_cast<__mmask8>(l.zero & valid);
     if (zero != 0) steer |= _mm512_mask_cmp_pd_mask(zero, w, b.zero_quarter, _CMP_GT_OQ);
   }
@@ -415,8 +421,9 @@ VT_AVX512 inline bool RoundRelative8(const BitsWindow& b, const double* x, doubl
                                      __mmask8 valid, __m128i* states, __m512i* lane_steerable) {
   __m512i ux, r, dr, adr;
   if (!RelativeLanes8(b, x, valid, &ux, &r, &dr, &adr)) return false;
-  *lane_steerable = CountLanes(*lane_steerable, _mm512_mask_cmpge_epu64_mask(valid, adr, b.t2));
-  *states = StateBytes8(dr, ux, _mm512_mask_cmpge_epu64_mask(valid, adr, b.t1));
+  const __mmask8 near = _mm512_mask_cmpge_epu64_mask(valid, adr, b.t1);
+  *lane_steerable = CountLanes(*lane_steerable, near);  // (steerable where logged)
+  *states = StateBytes8(dr, ux, near);
   StoreSigned8(r, ux, out, valid);
   return true;
 }
@@ -441,21 +448,16 @@ VT_AVX512 inline __m128i RoundLog8(const KernelParams& p, const double* x, const
   // InWindow without its tiny-magnitude case when no lane is below g/4 (lo = 0 needs
   // |x| < 2^-151): the common case costs one comparison.
   const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
-  const __m512d w2 = _mm512_mul_pd(_mm512_set1_pd(2.0), w);
   __mmask8 in = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
-  __mmask8 in2 = _mm512_cmp_pd_mask(d, w2, _CMP_LE_OQ);
   const __mmask8 tiny = _mm512_cmp_pd_mask(l.a, quarter_g, _CMP_LT_OQ);
-  if (__builtin_expect(tiny != 0, 0)) {
-    in = InWindow8(l, w);
-    in2 = InWindow8(l, w2);
-  }
+  if (__builtin_expect(tiny != 0, 0)) in = InWindow8(l, w);
   // A zero window (an exact boundary) logs nothing and leaves nothing to steer.
   const __mmask8 open = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_GT_OQ);
   __mmask8 logged = static_cast<__mmask8>(~l.on_grid & in & open & valid);
-  __mmask8 steer = static_cast<__mmask8>(~l.on_grid & in2 & open & valid);
+  __mmask8 steer = logged;  // a direction that moves the value needs |a - mid| <= w
   if (kShape != Shape::kRelative) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
-      const Wide wide = Wide8(l, w, in2, p, as, k_minus_23);
+      const Wide wide = Wide8(l, w, in, p, as, k_minus_23);
       logged = static_cast<__mmask8>((logged | wide.other) & open & valid);
       steer = static_cast<__mmask8>(wide.steerable & valid);
     }
@@ -603,13 +605,14 @@ VT_AVX512 inline bool ReplayRelativeAgreed8(const BitsWindow& b, const double* x
       _mm_cmplt_epu8_mask(_mm_sub_epi8(st, _mm_set1_epi8(1)), _mm_set1_epi8(2)));
   const __mmask8 wants_up = static_cast<__mmask8>(_mm_cmpeq_epi8_mask(st, _mm_set1_epi8(2)));
   if ((is_dir & (~off | (up ^ wants_up))) != 0) return false;
-  // near (|a - mid| <= w1) and steerable (<= w2) imply off (BitsWindow t1, t2); far is
-  // off and not steerable, so a DOWN/UP entry (all off here) is illegitimate unless steerable.
+  // near (|a - mid| <= w1) and within 2w (<= w2) imply off (BitsWindow t1, t2). A DOWN/UP
+  // entry that moves nothing (all here) is illegitimate beyond 2w; a value is steerable
+  // (an entry that moves it is accepted) where it is near.
   const __mmask8 near = _mm512_cmpge_epu64_mask(adr, b.t1);
-  const __mmask8 steer = _mm512_cmpge_epu64_mask(adr, b.t2);
+  const __mmask8 in2 = _mm512_cmpge_epu64_mask(adr, b.t2);
   const __mmask8 none = static_cast<__mmask8>(_mm_testn_epi8_mask(st, st));
-  c->steerable = CountLanes(c->steerable, steer);
-  c->illegitimate = CountLanes(c->illegitimate, static_cast<__mmask8>(is_dir & ~steer));
+  c->steerable = CountLanes(c->steerable, near);
+  c->illegitimate = CountLanes(c->illegitimate, static_cast<__mmask8>(is_dir & ~in2));
   c->near_misses = CountLanes(c->near_misses, static_cast<__mmask8>(near & none));
   StoreSigned8(r, ux, out, valid);
   return true;
@@ -626,12 +629,15 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
   BitLanes l;
   if (!BitLanesOf8(b, x, valid, &l)) return false;
   const __mmask8 off = static_cast<__mmask8>(l.off & valid);
-  __mmask8 far, near, steer;
+  // far: a DOWN/UP entry there is illegitimate (beyond 2w, or under a shut window); in1:
+  // within w, where one that moves the value is accepted, which makes it steerable.
+  __mmask8 far, near, in1, steer;
   __m512d w_abs = _mm512_setzero_pd();  // absolute: the window
   if (kShape == Shape::kRelative) {
     far = _mm512_mask_cmpgt_epi64_mask(off, l.dist, b.w2);
     near = _mm512_mask_cmple_epi64_mask(off, l.dist, b.w1);
-    steer = static_cast<__mmask8>(off & ~far);
+    in1 = near;
+    steer = near;
   } else {
     __m512d d;
     if (!AbsoluteBits8<kMag>(b, p, l, mag, valid, &w_abs, &d, bad_m)) return false;
@@ -640,7 +646,8 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     const __mmask8 shut = _mm512_cmp_pd_mask(w_abs, _mm512_setzero_pd(), _CMP_EQ_OQ);
     far = static_cast<__mmask8>((off & ~in2) | shut);
     near = _mm512_mask_cmp_pd_mask(off, d, w_abs, _CMP_LE_OQ);
-    steer = static_cast<__mmask8>(in2 & ~shut);
+    in1 = near;
+    steer = static_cast<__mmask8>(near & ~shut);
     if (const __mmask8 zero = static_cast<__mmask8>(l.zero & valid); zero != 0) {
       // (A direction on a zero is illegitimate below, as on any grid value.)
       steer |= _mm512_mask_cmp_pd_mask(zero, w_abs, b.zero_quarter, _CMP_GT_OQ);
@@ -675,8 +682,16 @@ VT_AVX512 inline bool ReplayBits8(const BitsWindow& b, const KernelParams& p, co
     const __m512d r = _mm512_castsi512_pd(l.r);
     __m512d moved = _mm512_mask_add_pd(r, move_up, r, lanes.g);
     moved = _mm512_mask_sub_pd(moved, move_down, r, lanes.g);
-    result = _mm512_castpd_si512(moved);
-    c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
+    // An entry that moves the value is honest only within w (kernels.cc ReplayOne) and below
+    // 2^128; an illegitimate one is not applied.
+    const __mmask8 asks = static_cast<__mmask8>(move_up | move_down);
+    far |= static_cast<__mmask8>(asks & ~in1);
+    far |= _mm512_mask_cmpge_epu64_mask(
+        asks, _mm512_castpd_si512(moved),
+        _mm512_set1_epi64(static_cast<long long>(DoubleBits(kFp32Overflow))));
+    const __mmask8 apply = static_cast<__mmask8>(asks & ~far);
+    result = _mm512_mask_mov_epi64(l.r, apply, _mm512_castpd_si512(moved));
+    c->corrections += Count(apply);
   }
   lanes->steerable = CountLanes(lanes->steerable, steer);
   lanes->illegitimate = CountLanes(
@@ -714,9 +729,8 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const doub
   const __mmask8 want_hi = static_cast<__mmask8>(st_up ^ _mm512_test_epi64_mask(l.sign, l.sign));
   const __mmask8 move_up = static_cast<__mmask8>(is_dir & want_hi & ~l.up & off);
   const __mmask8 move_down = static_cast<__mmask8>(is_dir & ~want_hi & l.up);
-  __m512d result = _mm512_mask_add_pd(l.r, move_up, l.r, l.g);
-  result = _mm512_mask_sub_pd(result, move_down, l.r, l.g);
-  c->corrections += Count(static_cast<__mmask8>(move_up | move_down));
+  __m512d moved = _mm512_mask_add_pd(l.r, move_up, l.r, l.g);
+  moved = _mm512_mask_sub_pd(moved, move_down, l.r, l.g);
   // Off the grid: InWindow with w and 2w; its tiny-magnitude case only when some lane has it.
   const __m512d d = _mm512_abs_pd(_mm512_sub_pd(l.a, l.mid));
   __mmask8 in1 = _mm512_cmp_pd_mask(d, w, _CMP_LE_OQ);
@@ -737,14 +751,23 @@ VT_AVX512 inline void Replay8(const KernelParams& p, const double* x, const doub
   }
   const __mmask8 shut = _mm512_cmp_pd_mask(w, _mm512_setzero_pd(), _CMP_EQ_OQ);  // zero window
   far |= shut;
-  __mmask8 steer = static_cast<__mmask8>(off & in2 & ~shut & valid);
+  __mmask8 steer = static_cast<__mmask8>(off & in1 & ~shut & valid);
   if (kShape != Shape::kRelative || p.band > 0.25) {
     if (__builtin_expect((WideLanes(l, w) & valid) != 0, 0)) {
-      const Wide wide = Wide8(l, w, in2, p, as, k_minus_23);
+      const Wide wide = Wide8(l, w, in1, p, as, k_minus_23);
       far |= wide.too_wide;
       steer = static_cast<__mmask8>(wide.steerable & valid);
     }
   }
+  // An entry that moves the value is honest only within w (kernels.cc ReplayOne) and below
+  // 2^128; an illegitimate one is not applied (the replay keeps rnd_b(x')).
+  const __mmask8 asks = static_cast<__mmask8>(move_up | move_down);
+  far |= static_cast<__mmask8>(asks & ~in1);
+  far |= static_cast<__mmask8>(
+      asks & _mm512_cmp_pd_mask(moved, _mm512_set1_pd(kFp32Overflow), _CMP_GE_OQ));
+  const __mmask8 apply = static_cast<__mmask8>(asks & ~far);
+  const __m512d result = _mm512_mask_mov_pd(l.r, apply, moved);
+  c->corrections += Count(apply);
   c->steerable += Count(steer);
   c->illegitimate += Count(static_cast<__mmask8>(is_dir & far));
   c->near_misses += Count(static_cast<__mmask8>(st_none & near & valid));

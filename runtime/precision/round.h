@@ -103,9 +103,10 @@ struct ReplayReport {
   int64_t logged = 0;        // DOWN + UP + EXACT entries in the record.
   int64_t corrections = 0;   // Entries whose result differs (bitwise) from rnd_b(x').
   int64_t illegitimate = 0;  // Entries no honest trainer writes (docs/ROUNDING.md,
-                             // "Legitimate entries"): DOWN/UP with |x'-mid(x')| > 2w'(x')
-                             // or w'(x') > spacing/2; EXACT values that fail
-                             // ExactLegitimate (window.h).
+                             // "Legitimate entries"): DOWN/UP that fail
+                             // DirectionLegitimate (|x'-mid(x')| > 2w'(x'), > w'(x') for one
+                             // that moves x', w'(x') > spacing/2); EXACT values that fail
+                             // ExactLegitimate (window.h). Neither is applied.
   int64_t near_misses = 0;   // NONE entries off the grid with |x'-mid(x')| <= w'(x'), or on
                              // the grid with the nearest midpoint closer than w'(x').
   // For x' on the grid, mid(x') is the nearest midpoint: half the grid step below x' away.

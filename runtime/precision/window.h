@@ -161,18 +161,25 @@ VT_PRECISION_INLINE ExactTolerance ExactToleranceAt(double a, double w, uint64_t
 }
 
 // Whether the trainer could choose this value's rounding either way and pass the auditor's
-// checks (ROUNDING.md "steerable"), for the auditor's magnitude a, cell c and window w:
-//   a DOWN/UP entry is accepted (off the grid, |a - mid| <= 2w, w <= g/2), giving lo or hi;
-//   or an EXACT entry can name a grid value other than rnd_b: some midpoint lies within t.
+// checks (ROUNDING.md "steerable"), for the auditor's magnitude a, cell c and window w: some
+// entry that moves the value off rnd_b is accepted, which needs the boundary it crosses
+// within the divergence an honest trainer may have (w, or t/2 for EXACT):
+//   a DOWN/UP entry moving to the other neighbour (off the grid, |a - mid| <= w, w <= g/2);
+//   or an EXACT entry naming a grid value other than rnd_b: a boundary of rnd_b's cell within
+//   t/2 (its own midpoint, the one below lo, or 0 where rnd_b is a zero: the other zero),
+//   with the value's adjacent midpoint within t.
 VT_PRECISION_INLINE bool Steerable(double a, const Cell& c, double w, uint64_t k, double band,
                                    double alpha_scale) {
   const bool off = !c.on_grid;
-  const bool dir_ok = off & InWindow(a, c.mid, c.g, 2.0 * w) & (w <= 0.5 * c.g) & (w > 0.0);
+  const bool dir_ok = off & InWindow(a, c.mid, c.g, w) & (w <= 0.5 * c.g) & (w > 0.0);
   const ExactTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
+  const double half_t = 0.5 * tol.t;
   // Named operands keep `|` branch-free without clang's bitwise-on-bool warning.
-  const bool near_own_mid = off & InWindow(a, c.mid, c.g, tol.t);
-  const bool near_lower_mid = LowerMidDistance(a, c, k) <= tol.t;
-  const bool near_mid = near_own_mid | near_lower_mid;
+  const bool near_own_mid = off & InWindow(a, c.mid, c.g, half_t);
+  const double lower_mid = LowerMidDistance(a, c, k);
+  const bool near_lower_mid = lower_mid <= half_t;
+  const bool other_zero = (c.r == 0.0) & (a <= half_t) & (lower_mid <= tol.t);
+  const bool near_mid = near_own_mid | near_lower_mid | other_zero;
   return dir_ok | (tol.eligible & near_mid);
 }
 
@@ -189,9 +196,23 @@ VT_PRECISION_INLINE bool MayBeWide(double band, double alpha_scale) {
 // least g/2 and the window below a quarter of it), and Steerable is SteerableNarrow.
 VT_PRECISION_INLINE bool WideAt(double a, double g, double w) { return (w > 0.0625 * g) | (a < g); }
 
-// Steerable where WideAt is false or !MayBeWide: a direction entry is accepted.
+// Steerable where WideAt is false or !MayBeWide: a direction entry that moves the value is
+// accepted (then w <= g/4: the window logs exactly these values).
 VT_PRECISION_INLINE bool SteerableNarrow(double a, const Cell& c, double w) {
-  return !c.on_grid & InWindow(a, c.mid, c.g, 2.0 * w) & (w > 0.0);
+  return !c.on_grid & InWindow(a, c.mid, c.g, w) & (w > 0.0);
+}
+
+// Whether a DOWN/UP entry is one an honest trainer could have written for the auditor's value
+// (magnitude a, cell c, window w): off the grid, under a window that is neither zero nor
+// wider than g/2, with x' within 2w of the midpoint; and, if it moves the value off rnd_b(x'),
+// within w: the trainer's x lay across the midpoint from x', and |x - x'| < w. Its result
+// must stay below 2^128 too (no honest trainer rounds to 2^128). `moves`: the entry names the
+// neighbour rnd_b did not pick.
+VT_PRECISION_INLINE bool DirectionLegitimate(double a, const Cell& c, double w, bool moves) {
+  const bool beyond = !(c.r + c.g < kFp32Overflow);  // the neighbour above |x'| is 2^128
+  const double reach = moves ? w : 2.0 * w;
+  return !c.on_grid & (w > 0.0) & (w <= 0.5 * c.g) & InWindow(a, c.mid, c.g, reach) &
+         !(moves & !c.up & beyond);
 }
 
 // Whether an EXACT entry holding v (an FP32 value) is one an honest trainer could have
@@ -219,7 +240,14 @@ inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double a
   // to the midpoint on its own side only.
   const double m_far = v_neg ? -(av + 0.5 * g_above) : av + 0.5 * g_above;
   const double m_near = av == 0.0 ? m_far : v_neg ? -(av - 0.5 * g_below) : av - 0.5 * g_below;
-  return std::fabs(a - m_far) <= tol.t || std::fabs(a - m_near) <= tol.t;
+  const double nearest = std::fmin(std::fabs(a - m_far), std::fabs(a - m_near));
+  // A value other than rnd_b(x'): the honest x rounds to v and x' does not, so the boundary
+  // of v's cell that faces x' lies between them, within w(x) <= t/2 of x': v's nearer
+  // adjacent midpoint, or 0 for a zero of the other sign than x' (the zeros' cells meet there).
+  const uint32_t rnd_bits = FloatBits(static_cast<float>(c.r)) | (x_sign != 0 ? 0x80000000u : 0u);
+  const double facing = av == 0.0 && v_neg ? a : nearest;
+  if (vb != rnd_bits && !(facing <= 0.5 * tol.t)) return false;
+  return nearest <= tol.t;
 }
 
 }  // namespace vt::precision

@@ -21,8 +21,9 @@
 --   window      the logging window of the spec: "tight" (band 1/16, the default), "paper"
 --               (band 0.25) or "calibrated" (vt.calibrate over the three parties' profiles,
 --               10 steps: per-boundary alpha, exact optimizer outputs). Under the paper's
---               window every logged direction is legitimate (|x' - mid| <= spacing/2 = 2w
---               always), so steering cannot be caught; "steer" under it shows it.
+--               window a direction that moves nothing is always legitimate (|x' - mid| <=
+--               spacing/2 = 2w), but one that moves a value needs |x' - mid| <= w: "steer"
+--               under it, which flips values far from their midpoints, is caught.
 --   seed        picks the step of the scenarios that cheat at one random step (default 1)
 --   quiet       true: no progress lines
 local M = {}
@@ -274,11 +275,13 @@ function M.run(name, ctx_or_options)
   end
   if scenario.steering then
     -- Every boundary kind with room to steer (the trainer's own estimate, in the deviating
-    -- steps) is steered. (Calibrated update boundaries are exact: no room.)
+    -- steps) is steered. (Calibrated update boundaries are exact: no room. A kind with a
+    -- handful of steerable values may have none within the steering's margin for the
+    -- auditor's divergence, half the window: a calibrated MLP's forward had 1.)
     local room = 0
     for _, kind in ipairs(type(scenario.steering) == "table" and scenario.steering or {"fwd", "bwd", "grad", "update"}) do
       room = room + trained.steerable_by_kind[kind]
-      if trained.steerable_by_kind[kind] > 0 and trained.steered_by_kind[kind] == 0 then
+      if trained.steerable_by_kind[kind] >= 8 and trained.steered_by_kind[kind] == 0 then
         problem("no %s boundary was steered (%d steerable values)", kind, trained.steerable_by_kind[kind])
       end
     end

@@ -181,21 +181,33 @@ inline bool ExactLegitimate(double x, float v, int bits, double band, double alp
   // Measured in the frame where x >= 0 (negation is exact, so the same numbers).
   const double xs = std::fabs(x);
   const double f = std::signbit(x) ? -1.0 : 1.0;
-  return std::fabs(xs - f * m_far) <= tol.t || std::fabs(xs - f * m_near) <= tol.t;
+  const double nearest = std::min(std::fabs(xs - f * m_far), std::fabs(xs - f * m_near));
+  // A value other than rnd_b(x): the honest trainer's value rounds to v and x does not, so
+  // the end of v's cell facing x (its nearer midpoint; 0 for a zero of x's other sign, where
+  // the two zeros' cells meet) lies between them, within w <= t/2 of x.
+  const Grid gx = GridOf(x, bits);
+  if (F32Bits(static_cast<float>(gx.rnd)) != F32Bits(v)) {
+    const bool other_zero = av == 0 && std::signbit(vd) != std::signbit(x);
+    if (!((other_zero ? xs : nearest) <= tol.t / 2)) return false;
+  }
+  return nearest <= tol.t;
 }
 
 // Whether the trainer could have rounded x either way and passed (docs/ROUNDING.md
-// "steerable"): a direction entry passes (off the grid, within 2w of mid, w <= spacing/2),
-// or the window admits EXACT and some midpoint lies within the tolerance.
+// "steerable"): a direction entry that moves x passes (off the grid, within w of mid, w <=
+// spacing/2), or the window admits EXACT and an end of rnd_b(x)'s cell lies within half the
+// tolerance (its midpoints; 0 where rnd_b(x) is a zero, with the other zero's midpoint
+// within the tolerance).
 inline bool SteerableAt(double x, int bits, double band, double alpha_scale) {
   const Grid g = GridOf(x, bits);
   const double spacing = g.on_grid ? g.step : g.hi - g.lo;
   const double w = band * spacing + alpha_scale;
   const double mid = (g.lo + g.hi) / 2;
-  const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, 2 * w) && w <= spacing / 2 && w > 0;
+  const bool dir_ok = !g.on_grid && AbsDiffAtMost(x, mid, w) && w <= spacing / 2 && w > 0;
   const Tolerance tol = ToleranceAt(x, bits, band, alpha_scale);
-  const bool near =
-      (!g.on_grid && AbsDiffAtMost(x, mid, tol.t)) || LowerMidDistance(x, bits) <= tol.t;
+  const double lower = LowerMidDistance(x, bits);
+  const bool near = (!g.on_grid && AbsDiffAtMost(x, mid, tol.t / 2)) || lower <= tol.t / 2 ||
+                    (g.rnd == 0 && std::fabs(x) <= tol.t / 2 && lower <= tol.t);
   return dir_ok || (tol.eligible && near);
 }
 
@@ -227,14 +239,19 @@ inline ReplayOutcome ReplayOne(double x, int state, double stored, int bits, dou
       o.near_miss = g.on_grid ? g.step_below / 2 < w : AbsDiffAtMost(x, mid, w);
       break;
     case 1:
-    case 2:
-      o.result = state == 1 ? g.lo : g.hi;
-      if (std::fabs(o.result) >= std::ldexp(1.0, 128)) o.out_of_range = true;
+    case 2: {
+      const double asked = state == 1 ? g.lo : g.hi;
+      const bool moves = F64Bits(asked) != F64Bits(g.rnd);
       // On the grid a direction is never honest: the trainer's x lies in a cell ending at
       // x', whose midpoint is half that cell's step from x', and a direction needs x within
-      // w <= step/4 of it while |x - x'| < w.
-      o.illegitimate = g.on_grid || !AbsDiffAtMost(x, mid, 2 * w) || w > g.step / 2 || w == 0;
+      // w <= step/4 of it while |x - x'| < w. One that moves x' needs the trainer's x across
+      // the midpoint, so x' within w of it; and no honest rounding reaches 2^128.
+      o.illegitimate = g.on_grid || !AbsDiffAtMost(x, mid, moves ? w : 2 * w) || w > g.step / 2 ||
+                       w == 0 || std::fabs(asked) >= std::ldexp(1.0, 128);
+      // An illegitimate entry is counted and not applied.
+      o.result = o.illegitimate ? g.rnd : asked;
       break;
+    }
     default:
       // An illegitimate EXACT value is counted and not applied: rnd_b(x') replays there.
       o.illegitimate = !ExactLegitimate(x, static_cast<float>(stored), bits, band, alpha_scale);

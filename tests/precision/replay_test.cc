@@ -288,12 +288,14 @@ TEST_CASE("replay: tampered logs are counted as corrections and illegitimate ent
   REQUIRE(claimed > 10);
   const LogRecord tampered = LogRecord::FromStates(states, {});
   const auto r = Replay(ToTensor(xs), tampered, o);
-  CHECK(r.report.corrections == flipped + claimed);
+  // The flips are within w of their midpoints (the trainer logged them): accepted, the
+  // trainer's room. The claims are not: flagged, and not applied.
+  CHECK(r.report.corrections == flipped);
   CHECK(r.report.illegitimate == claimed);
   const std::vector<double> got = ToVector(r.rounded), want = ToVector(trained);
   int64_t differ = 0;
   for (size_t i = 0; i < xs.size(); ++i) differ += Bits(got[i]) != Bits(want[i]);
-  CHECK(differ == flipped + claimed);
+  CHECK(differ == flipped);
 
   // A tampered EXACT value far from x is illegitimate and not applied: x' rounds to nearest
   // there (no correction), so a forged value never enters the replay.
@@ -376,17 +378,25 @@ TEST_CASE("replay: in place, sizes, errors") {
       Catch::Equals("infinite value at 'layer2.0.conv1:bwd', step 7, index 1: inf"));
   const double above = vt::precision::LargestGridValue(32) * (1 + P2(-30));
   CHECK(vt::precision::RoundValue(above, 32) == FLT_MAX);
-  CHECK_THROWS_WITH(
-      Replay(ToTensor({1.0, above}), LogRecord::FromStates({0, 2}, {}), Options(32, 0.25, 0),
-             context),
-      Catch::Contains("overflow at 'layer2.0.conv1:bwd', step 7, index 1: replaying the UP entry"));
-  CHECK_THROWS_WITH(
-      Replay(ToTensor({-above}), LogRecord::FromStates({1}, {}), Options(32, 0.25, 0)),
-      Catch::Contains("replaying the DOWN entry"));
-  at::Tensor inplace = ToTensor({1.0, above});
-  CHECK_THROWS_WITH(
-      ReplayInto(inplace, LogRecord::FromStates({0, 2}, {}), inplace, Options(32, 0.25, 0)),
-      Catch::Contains("overflow at index 1"));
+  // A direction to 2^128 is no honest entry (the trainer's own rounding would have failed):
+  // flagged and not applied, so it cannot fail the auditor's step before its entries are
+  // counted (it did before 2026-12-04, and left the judge without a verdict).
+  {
+    const auto up = Replay(ToTensor({1.0, above}), LogRecord::FromStates({0, 2}, {}),
+                           Options(32, 0.25, 0), context);
+    CHECK(up.report.illegitimate == 1);
+    CHECK(up.report.corrections == 0);
+    CHECK(ToVector(up.rounded)[1] == FLT_MAX);
+    const auto down =
+        Replay(ToTensor({-above}), LogRecord::FromStates({1}, {}), Options(32, 0.25, 0));
+    CHECK(down.report.illegitimate == 1);
+    CHECK(ToVector(down.rounded)[0] == -FLT_MAX);
+    at::Tensor inplace = ToTensor({1.0, above});
+    const ReplayReport in =
+        ReplayInto(inplace, LogRecord::FromStates({0, 2}, {}), inplace, Options(32, 0.25, 0));
+    CHECK(in.illegitimate == 1);
+    CHECK(ToVector(inplace)[1] == FLT_MAX);
+  }
   CHECK_THROWS_WITH(Replay(ToTensor({1.0}), LogRecord::FromStates({0}, {}), Options(40, 0.25, 0)),
                     Catch::Contains("bits must be"));
 }
@@ -532,9 +542,10 @@ TEST_CASE("replay: forged EXACT entries holding the other neighbour are illegiti
       const auto r = Replay(ToTensor(xs), record, o);
       CHECK(r.report.illegitimate == 1000);  // every entry flagged ...
       CHECK(r.report.corrections == 0);      // ... and none applied: every value rounds to lo
-      // The paper's window does leave every one of these values to the trainer, but only
-      // through a direction entry (|x' - mid| = 0.4 spacing <= 2w); the others leave none.
-      CHECK(r.report.steerable == (o.band == 0.25 ? 1000 : 0));
+      // None is left to the trainer: |x' - mid| = 0.4 spacing is beyond every window here
+      // (a quarter spacing at most), so no honest trainer's value rounds the other way. (Up
+      // to 2026-12-04 the paper's window left every one through a direction entry, 2w.)
+      CHECK(r.report.steerable == 0);
       CheckAgainstOracle(xs, record, o, r.report, r.rounded);
     }
   }
@@ -542,9 +553,10 @@ TEST_CASE("replay: forged EXACT entries holding the other neighbour are illegiti
 
 TEST_CASE("replay: an EXACT value is legitimate only within the tolerance of a midpoint") {
   // A wide absolute window (alpha * scale = 2^-40 * 1 on values near 2^-30, where the
-  // spacing is 2^-53): an honest trainer's value may be any of the grid values within
-  // about 2w of x', so those are legitimate and x' is steerable; a value farther away, or
-  // one off the b-grid, is not.
+  // spacing is 2^-53): an honest trainer's value lies within w = t/2 of x', so the grid
+  // values there are legitimate and x' is steerable; a value farther away (up to t was
+  // accepted before 2026-12-04: twice the room any honest trainer has), or one off the
+  // b-grid, is not.
   const RoundOptions o = Options(32, 0.0, P2(-40));
   const double xp = P2(-30) * 1.2345;
   const double t = 2 * P2(-40);  // the tolerance: 2 (band g+ + alpha scale)
@@ -553,9 +565,11 @@ TEST_CASE("replay: an EXACT value is legitimate only within the tolerance of a m
         LogRecord::FromStates({0, 3}, {ExactEntry{1, oracle::F32Bits(static_cast<float>(v))}});
     return Replay(ToTensor({1.0, xp}), rec, o).report;
   };
-  CHECK(replay_exact(static_cast<float>(xp)).illegitimate == 0);            // rnd_b(x') itself
-  CHECK(replay_exact(static_cast<float>(xp + 0.9 * t)).illegitimate == 0);  // within reach
-  CHECK(replay_exact(static_cast<float>(xp - 0.9 * t)).illegitimate == 0);
+  CHECK(replay_exact(static_cast<float>(xp)).illegitimate == 0);             // rnd_b(x') itself
+  CHECK(replay_exact(static_cast<float>(xp + 0.45 * t)).illegitimate == 0);  // within reach
+  CHECK(replay_exact(static_cast<float>(xp - 0.45 * t)).illegitimate == 0);
+  CHECK(replay_exact(static_cast<float>(xp + 0.9 * t)).illegitimate == 1);  // beyond w
+  CHECK(replay_exact(static_cast<float>(xp - 0.9 * t)).illegitimate == 1);
   CHECK(replay_exact(static_cast<float>(xp + 1.5 * t)).illegitimate == 1);  // too far
   CHECK(replay_exact(static_cast<float>(-xp)).illegitimate == 1);           // other sign
   const auto r = Replay(ToTensor({1.0, xp}), LogRecord::FromStates({0, 0}, {}), o).report;
@@ -606,10 +620,12 @@ TEST_CASE("replay: EXACT entries under a narrow window are illegitimate, also fo
   }
 }
 
-TEST_CASE("replay: direction flips of unlogged values are flagged beyond 2w and counted within") {
+TEST_CASE("replay: direction flips of unlogged values are flagged beyond w and counted within") {
   // Auditor values at distance delta from the midpoint of their cell, every one given the
-  // direction that is *not* rnd_b(x') (a flip). Flagged iff delta > 2w'; the others are the
-  // trainer's legitimate room and appear in `steerable` whatever the record says.
+  // direction that is *not* rnd_b(x') (a flip). Flagged (and not applied) iff delta > w':
+  // an honest trainer's value across the midpoint is more than w from x' there (before
+  // 2026-12-04 flips up to 2w' were accepted). The others are the trainer's legitimate room
+  // and appear in `steerable` whatever the record says.
   const double g = P2(-23);  // spacing in [1, 2)
   std::vector<double> xs;
   std::vector<uint8_t> flips;
@@ -624,9 +640,9 @@ TEST_CASE("replay: direction flips of unlogged values are flagged beyond 2w and 
   for (double band : {1.0 / 16, 0.1, 0.25}) {
     const auto r = Replay(ToTensor(xs), record, Options(32, band, 0.0));
     int64_t within = 0;
-    for (int i = 1; i <= 96; ++i) within += (i / 200.0) <= 2 * band;
+    for (int i = 1; i <= 96; ++i) within += (i / 200.0) <= band;
     INFO("band " << band);
-    CHECK(r.report.corrections == 96);
+    CHECK(r.report.corrections == within);
     CHECK(r.report.illegitimate == 96 - within);
     CHECK(r.report.steerable == within);
     // An honest NONE record on the same values reports the same room.
@@ -647,7 +663,7 @@ TEST_CASE(
   Round(ToTensor({tie}), zero, &honest);
   CHECK(honest.states()[0] == 0);
   const auto r = Replay(ToTensor({tie}), LogRecord::FromStates({2}, {}), zero);
-  CHECK(r.report.corrections == 1);
+  CHECK(r.report.corrections == 0);  // (flagged, and not applied)
   CHECK(r.report.illegitimate == 1);
   CHECK(r.report.steerable == 0);
 }

@@ -105,16 +105,16 @@ TEST_CASE("a trainer resumed after losing its process ends with the same root", 
 
 TEST_CASE("a flipped logged direction or a changed label shows at the right leaf", "[runner]") {
   vt::testing::TempDir dir;
-  // A narrow window (band 0.1): in paper mode (0.25) every value lies within 2w of its
-  // midpoint, so a forced direction could never be told from an honest one.
+  // A narrow window (band 0.1), so that forced directions lie far from their midpoints.
   Spec spec = MakeSpec(12, 3, 0.05, 0.1);
   Trainer trainer(spec, Options(dir.path() + "/t", "native"));
   while (!trainer.done()) trainer.Step();
   auto source = vt::train::StoreRecords(trainer.options().store, "run");
 
-  // The trainer's logs of step 7 with directions forced onto eight unlogged values of the
-  // first layer's output, alternately DOWN and UP, so that some move off the honest rounding
-  // and some lie far (> 2w) from their midpoints.
+  // The trainer's logs of step 7 with its first logged direction of the first layer's output
+  // flipped (within w of its midpoint: accepted, and it moves the value) and directions
+  // forced onto eight unlogged values, alternately DOWN and UP: those that would move a value
+  // lie more than w from their midpoints, so they are flagged and not applied.
   auto flipped = [&](int64_t step) {
     auto records = source(step);
     if (step != 7) return records;
@@ -123,9 +123,16 @@ TEST_CASE("a flipped logged direction or a changed label shows at the right leaf
       vt::precision::LogRecord rec = vt::precision::DecodeLog(r.value);
       std::vector<uint8_t> states(rec.states(), rec.states() + rec.size());
       int forced = 0;
+      bool flipped_one = false;
       for (auto& s : states) {
-        if (s == 0 && forced < 8) s = (forced++ % 2 == 0) ? 1 : 2;
+        if ((s == 1 || s == 2) && !flipped_one) {
+          s = static_cast<uint8_t>(3 - s);
+          flipped_one = true;
+        } else if (s == 0 && forced < 8) {
+          s = (forced++ % 2 == 0) ? 1 : 2;
+        }
       }
+      REQUIRE(flipped_one);
       r.value = vt::precision::EncodeLog(vt::precision::LogRecord::FromStates(states, rec.exact()));
     }
     return records;

@@ -106,16 +106,18 @@ __device__ __forceinline__ DeviceTolerance ExactToleranceAt(double a, double w, 
   return tol;
 }
 
-// window.h Steerable: a DOWN/UP entry would pass (off the grid, |a - mid| <= 2w, w <= g/2),
-// or an EXACT entry could name a grid value other than rnd_b (a midpoint within t).
+// window.h Steerable: a DOWN/UP entry that moves the value would pass (off the grid, |a -
+// mid| <= w, w <= g/2), or an EXACT entry could name a grid value other than rnd_b (an end of
+// rnd_b's cell within t/2: its midpoints, or 0 for a zero, the other zero's midpoint within t).
 __device__ __forceinline__ bool Steerable(double a, const DeviceCell& c, double w, uint64_t k,
                                           double band, double alpha_scale) {
   const bool off = !c.on_grid;
-  const bool dir_ok =
-      off & InWindow(a, c.mid, c.g, __dmul_rn(2.0, w)) & (w <= __dmul_rn(0.5, c.g)) & (w > 0.0);
+  const bool dir_ok = off & InWindow(a, c.mid, c.g, w) & (w <= __dmul_rn(0.5, c.g)) & (w > 0.0);
   const DeviceTolerance tol = ExactToleranceAt(a, w, k, band, alpha_scale);
-  const bool near_mid =
-      (off & InWindow(a, c.mid, c.g, tol.t)) | (LowerMidDistance(a, c, k) <= tol.t);
+  const double half_t = __dmul_rn(0.5, tol.t);
+  const double lower_mid = LowerMidDistance(a, c, k);
+  const bool near_mid = (off & InWindow(a, c.mid, c.g, half_t)) | (lower_mid <= half_t) |
+                        ((c.r == 0.0) & (a <= half_t) & (lower_mid <= tol.t));
   return dir_ok | (tol.eligible & near_mid);
 }
 
@@ -187,17 +189,23 @@ __global__ void ReplayKernel(KernelParams p, const double* x, const uint8_t* sta
     const bool off = !c.on_grid;
     const bool is_dir = st == 1 || st == 2;
     const bool want_hi = (st == 2) != (sign != 0);
-    const bool move_up = is_dir && want_hi && !c.up && off;
-    const bool move_down = is_dir && !want_hi && c.up;
+    const bool asks_up = is_dir && want_hi && !c.up && off;
+    const bool asks_down = is_dir && !want_hi && c.up;
+    const bool asks = asks_up || asks_down;
+    const double on_grid_mid = OnGridMidDistance(a, p.k, c.g);
+    // kernels.cc ReplayOne (window.h DirectionLegitimate): a DOWN/UP entry on the grid, under
+    // a zero window or one wider than g/2, more than 2w from the midpoint, or one that moves
+    // the value from more than w or to 2^128, is no honest entry, and is not applied.
+    const double reach = asks ? w : __dmul_rn(2.0, w);
+    const bool beyond = !(__dadd_rn(c.r, c.g) < kOverflow);
+    const bool far = !off || !InWindow(a, c.mid, c.g, reach) || w > __dmul_rn(0.5, c.g) ||
+                     w == 0.0 || (asks_up && beyond);
+    const bool move_up = asks_up && !far;
+    const bool move_down = asks_down && !far;
     const uint64_t move = static_cast<uint64_t>(move_up || move_down);
     const uint64_t delta_bits = (Bits(c.g) ^ (static_cast<uint64_t>(move_down) << 63)) & (0 - move);
     const double result = __dadd_rn(c.r, Dbl(delta_bits));
     corrections += move;
-    const double on_grid_mid = OnGridMidDistance(a, p.k, c.g);
-    const double w2 = __dmul_rn(2.0, w);
-    // A window wider than g/2 admits only EXACT from an honest trainer (kernels.cc ReplayOne).
-    // A DOWN/UP entry on the grid is never honest (kernels.cc ReplayOne).
-    const bool far = !off || !InWindow(a, c.mid, c.g, w2) || w > __dmul_rn(0.5, c.g) || w == 0.0;
     const bool near = off ? InWindow(a, c.mid, c.g, w) : on_grid_mid < w;
     illegitimate += is_dir && far;
     near_misses += st == 0 && near;
