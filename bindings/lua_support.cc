@@ -21,6 +21,16 @@ void Fail(lua_State* L, const char* api, const std::string& message) {
   __builtin_unreachable();
 }
 
+int ArrayLength(lua_State* L, int idx) {
+  int n = 0;
+  for (;; ++n) {
+    lua_rawgeti(L, idx, n + 1);
+    const bool end = lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (end) return n;
+  }
+}
+
 bool CheckOptions(lua_State* L, int idx, const char* api,
                   std::initializer_list<const char*> valid) {
   if (lua_isnoneornil(L, idx)) return false;

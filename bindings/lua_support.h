@@ -40,6 +40,12 @@ int Protect(lua_State* L, const char* api, Fn&& fn) {
 // Raises "api: message" as a Lua error.
 [[noreturn]] void Fail(lua_State* L, const char* api, const std::string& message);
 
+// The length of the table at `idx` as the entries from t[1] to the first nil. lua_objlen (`#`)
+// gives any border of a table with holes, by the table's layout, which depends on the
+// process (string-hash seed, addresses): a model source's table would read differently in two
+// parties.
+int ArrayLength(lua_State* L, int idx);
+
 // Options tables -----------------------------------------------------------------------
 
 // Checks that the value at `idx` is nil or a table whose keys are all in `valid`; raises

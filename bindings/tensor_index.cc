@@ -30,7 +30,7 @@ at::Tensor ApplyIndex(lua_State* L, const char* api, const at::Tensor& t, int ke
     if (raw != std::floor(raw)) Fail(L, api, "index must be an integer");
     return t.select(0, ResolveIndex(L, api, static_cast<int64_t>(raw), t.size(0), 0));
   }
-  int n = static_cast<int>(lua_objlen(L, key));
+  int n = ArrayLength(L, key);
   if (n > t.dim()) {
     Fail(L, api,
          "too many indices (" + std::to_string(n) + ") for a " + std::to_string(t.dim()) +
@@ -47,7 +47,7 @@ at::Tensor ApplyIndex(lua_State* L, const char* api, const at::Tensor& t, int ke
       view = view.select(
           dim, ResolveIndex(L, api, static_cast<int64_t>(raw), view.size(dim), original_dim));
     } else if (lua_istable(L, -1)) {
-      int parts = static_cast<int>(lua_objlen(L, -1));
+      int parts = ArrayLength(L, -1);
       int64_t size = view.size(dim);
       int64_t first = 0, last = size - 1;
       if (parts >= 1) {

@@ -24,7 +24,7 @@ constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
 // index of the first argument after the shape.
 int CheckShape(lua_State* L, int first, std::vector<int64_t>* shape) {
   if (lua_istable(L, first)) {
-    int n = static_cast<int>(lua_objlen(L, first));
+    int n = ArrayLength(L, first);
     for (int i = 1; i <= n; ++i) {
       lua_rawgeti(L, first, i);
       double v = lua_tonumber(L, -1);
@@ -64,7 +64,7 @@ struct Flattener {
 
   void Walk(int depth, const std::string& path) {
     // Table at the top of the stack.
-    int64_t n = static_cast<int64_t>(lua_objlen(L, -1));
+    int64_t n = static_cast<int64_t>(ArrayLength(L, -1));
     if (n != shape[depth]) {
       throw Error(
           "ragged nested table: " + (path.empty() ? std::string("top level") : "element " + path) +
@@ -107,7 +107,7 @@ at::Tensor FromTable(lua_State* L, int idx, std::optional<at::ScalarType> dtype)
       throw Error("a nested table of more than " + std::to_string(kMaxDims) +
                   " levels (a tensor has at most 64 dimensions)");
     }
-    int n = static_cast<int>(lua_objlen(L, -1));
+    int n = ArrayLength(L, -1);
     shape.push_back(n);
     if (n == 0) break;
     lua_rawgeti(L, -1, 1);

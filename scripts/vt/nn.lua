@@ -517,6 +517,38 @@ local function elements(name, first, ...)
   return 0
 end
 
+-- A table's length as the entries from t[1] to the first nil (`#` gives any border of a
+-- table with holes, by its layout, which differs between processes: refused_operator).
+local function array_length(t)
+  local n = 0
+  while rawget(t, n + 1) ~= nil do n = n + 1 end
+  return n
+end
+
+-- len(v) for a model source: text's length, or a table's array_length.
+local function source_len(v)
+  if type(v) == "string" then return #v end
+  if type(v) ~= "table" then error("len: a table or text expected, got " .. type(v), 2) end
+  return array_length(v)
+end
+
+-- The table functions that take a table's length (`#`): for a table without holes (entries
+-- from 1 to its first nil and no positive number key beyond) that length is its only border,
+-- the same in every process; other tables are refused.
+local tmaxn = table.maxn
+local function without_holes(api, t)
+  if type(t) == "table" and tmaxn(t) ~= array_length(t) then
+    error(api .. ": a model source may pass only tables without holes (number keys beyond " ..
+          "the first nil, or not integers)", 3)
+  end
+end
+local function length_safe(api, fn)
+  return function(t, ...)
+    without_holes(api, t)
+    return fn(t, ...)
+  end
+end
+
 local function limited_tensor(tensor)
   local out = {}
   for name, fn in pairs(tensor) do
@@ -535,7 +567,7 @@ local function limited_tensor(tensor)
     -- (rows may be one shared table, so its own size says nothing).
     local n, t, depth = 1, values, 0
     while type(t) == "table" and depth <= 64 do
-      n = n * #t
+      n = n * array_length(t)
       t, depth = t[1], depth + 1
     end
     if n > MAX_ELEMENTS then
@@ -682,6 +714,17 @@ local function safe_getmetatable(v)
   return getmetatable(v)
 end
 
+-- table for a source: without foreach (hash order), and with the functions that take `#`
+-- refusing tables with holes (without_holes); getn is len.
+local function safe_table()
+  local t = copy(table, {foreach = true, foreachi = true})
+  for _, api in ipairs{"insert", "remove", "concat", "sort"} do
+    t[api] = length_safe("table." .. api, table[api])
+  end
+  t.getn = length_safe("table.getn", array_length)
+  return t
+end
+
 local function sandbox(args)
   local vt = require "vt"
   local tensor = limited_tensor(vt.tensor)
@@ -697,22 +740,29 @@ local function sandbox(args)
                        atan2 = true, sinh = true, cosh = true, tanh = true}),
     -- (Copies: the host's own checks call the string methods, which a source that replaced
     -- an entry of its `string` would otherwise change; foreach visits keys in hash order.)
-    string = copy(safe_string), table = copy(table, {foreach = true, foreachi = true}),
+    string = copy(safe_string), table = safe_table(),
+    len = source_len,
     assert = assert, error = error, ipairs = ipairs, pairs = sorted_pairs,
     select = select, tonumber = tonumber, tostring = safe_tostring, type = type,
-    unpack = unpack, setmetatable = setmetatable, getmetatable = safe_getmetatable,
+    unpack = length_safe("unpack", unpack), setmetatable = setmetatable,
+    getmetatable = safe_getmetatable,
     rawget = rawget, rawset = rawset, rawequal = rawequal,
   }
 end
 
--- The first line of `source` that uses the `^` operator, or nil. Lua's `^` on numbers calls
--- the C library's pow (at parse time too, when it folds constants), whose last bit may differ
--- between machines and C libraries: a width or a scale computed with it could build another
--- model on another party's machine. A `^` outside strings and comments is always the
--- operator, so the scan skips exactly what Lua's lexer skips: short strings with their
--- escapes, long strings and comments ([[...]], [==[...]==]) and line comments.
+-- The first operator of `source` a model may not use, and its line, or nil:
+-- - `^`: on numbers it calls the C library's pow (at parse time too, when it folds
+--   constants), whose last bit may differ between machines and C libraries: a width or a
+--   scale computed with it could build another model on another party's machine;
+-- - `#`: on a table with holes it gives whichever border the table's layout leads to, and
+--   the layout depends on when it was rehashed, which LuaJIT's per-process string-hash seed
+--   and tables' addresses decide (a red-team source built tables in a forward whose lengths
+--   differed between two runs of the same spec). `len(t)` counts from 1 to the first nil.
+-- Either character outside strings and comments is always the operator, so the scan skips
+-- exactly what Lua's lexer skips: short strings with their escapes, long strings and
+-- comments ([[...]], [==[...]==]) and line comments.
 local ssub, smatch = string.sub, string.match
-local function line_of_power(source)
+local function refused_operator(source)
   local n, line = #source, 1
   local function lines(from, to)  -- counts the newlines in source[from..to]
     local at = sfind(source, "\n", from, true)
@@ -734,10 +784,10 @@ local function line_of_power(source)
   end
   local i = 1
   while true do
-    local at = sfind(source, "[%-%[\"'%^\n]", i)
+    local at = sfind(source, "[%-%[\"'%^#\n]", i)
     if at == nil then return nil end
     local c = ssub(source, at, at)
-    if c == "^" then return line end
+    if c == "^" or c == "#" then return c, line end
     i = at + 1
     if c == "\n" then
       line = line + 1
@@ -775,11 +825,15 @@ end
 local function run_source(source, args, chunkname)
   if type(source) ~= "string" then error("vt.nn: a model source must be a string", 3) end
   if source:byte(1) == 27 then error("vt.nn: a model source is Lua text, not bytecode", 3) end
-  local power = line_of_power(source)
-  if power then
-    error("vt.nn: model.source line " .. power .. " uses ^, which calls the C library's pow: its " ..
+  local op, line = refused_operator(source)
+  if op == "^" then
+    error("vt.nn: model.source line " .. line .. " uses ^, which calls the C library's pow: its " ..
           "last bit may differ between machines, and so would the model; multiply, or use " ..
           "math.ldexp(x, n) for x * 2^n", 3)
+  elseif op == "#" then
+    error("vt.nn: model.source line " .. line .. " uses #, whose result for a table with holes " ..
+          "differs between processes; use len(t) (the entries from t[1] to the first nil) or " ..
+          "s:len() for text", 3)
   end
   local chunk, err = loadstring(source, chunkname or "=model.source")
   if not chunk then error("vt.nn: model.source does not compile: " .. err, 3) end

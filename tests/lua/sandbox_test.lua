@@ -45,7 +45,7 @@ s:test("operations that differ between machines are refused at build time too", 
 end)
 s:test("a source sees the same order and text in every process", function()
   parse(hostile("local t = {} for i = 1, 9 do t['k' .. i] = i end t[3] = 0 t[1] = 0 " ..
-                "local order = {} for k in pairs(t) do order[#order + 1] = tostring(k) end " ..
+                "local order = {} for k in pairs(t) do order[len(order) + 1] = tostring(k) end " ..
                 "assert(table.concat(order, ',') == '1,3,k1,k2,k3,k4,k5,k6,k7,k8,k9', table.concat(order, ','))"))
   parse(hostile("assert(next == nil) assert(tostring({}) == 'table') assert(tostring(print or error) == 'function')"))
   refused("local s = string.format('%p', {})", "may not format addresses")
@@ -194,10 +194,27 @@ s:test("a stateless forward that failed leaves the model usable", function()
   t:step()
 end)
 s:test("gmatch in a source matches as Lua's", function()
-  parse(hostile("local out = {} for a, b in ('k=1, v=2'):gmatch('(%w)=(%w)') do out[#out + 1] = a .. b end " ..
+  parse(hostile("local out = {} for a, b in ('k=1, v=2'):gmatch('(%w)=(%w)') do out[len(out) + 1] = a .. b end " ..
                 "assert(table.concat(out, ' ') == 'k1 v2') local n = 0 for _ in ('abc'):gmatch('x*') do n = n + 1 end " ..
                 "assert(n == 4, n) for w in ('16,8'):gmatch('[^,]+') do n = n + 1 end assert(n == 6)"))
   refused("for w in ('abc'):gmatch('^a') do end", "may not start a gmatch pattern with ^")
+end)
+s:test("# (a table's layout, which differs between processes) is refused; len counts to the first nil", function()
+  -- A red-team source built tables with holes in a forward and multiplied by how many had
+  -- #t == 2: two runs of one spec gave different checkpoints.
+  refused("local t = {1, 2} local n = #t", "line 1 uses #")
+  T.assert_error(function() parse("local t = {}\nt[#t + 1] = 1" .. HONEST) end, "line 2 uses #", true)
+  parse(hostile("local t = {1, 2, nil, 4} assert(len(t) == 2 and len('abc') == 3 and ('abc'):len() == 3) " ..
+                "local s = select('#', 1, 2) assert(s == 2) --[[ # in text and comments is no operator ]]"))
+  -- The table functions that take # refuse a table with holes (or keys past them).
+  refused("local t = {1, 2} t[4] = 4 table.insert(t, 5)", "only tables without holes")
+  refused("local t = {1, 2} t[2.5] = 0 local s = table.concat(t, ',')", "only tables without holes")
+  refused("local t = {1, nil, 3} local a, b = unpack(t)", "only tables without holes")
+  parse(hostile("local t = {3, 1, 2} table.sort(t) table.insert(t, 4) assert(table.concat(t, ',') == '1,2,3,4') " ..
+                "assert(table.remove(t) == 4 and table.getn(t) == 3 and select(3, unpack(t)) == 3)"))
+  -- vt.tensor and indexing read a table up to its first nil, as len does.
+  parse(hostile("local t = {1, 2} t[4] = 4 assert(vt.tensor(t):shape()[1] == 2) " ..
+                "assert(vt.tensor.zeros{2, 3}[{2}]:shape()[1] == 3)"))
 end)
 s:test("a weak table the model keeps is refused while building", function()
   -- (its entries vanish when the collector runs, which differs between processes)

@@ -13,9 +13,9 @@ local classes = args.classes or 10
 local layers = {nn.Flatten()}
 local width, i = inputs, 0
 for h in tostring(hidden):gmatch("[^,]+") do
-  layers[#layers + 1] = nn.Linear(width, tonumber(h)):named("fc" .. i)
-  layers[#layers + 1] = nn.ReLU()
+  layers[len(layers) + 1] = nn.Linear(width, tonumber(h)):named("fc" .. i)
+  layers[len(layers) + 1] = nn.ReLU()
   width, i = tonumber(h), i + 1
 end
-layers[#layers + 1] = nn.Linear(width, classes):named("fc" .. i)
+layers[len(layers) + 1] = nn.Linear(width, classes):named("fc" .. i)
 return nn.Sequential(layers)
