@@ -410,9 +410,9 @@ std::string LibraryDirectory() {
                            installed + " and " + source + "); set VTRUN_PATH or reinstall");
 }
 
-lua_State* NewHostState() {
+lua_State* NewHostState(lua_Alloc alloc, void* ud) {
   std::string lib = LibraryDirectory();
-  lua_State* L = luaL_newstate();
+  lua_State* L = alloc != nullptr ? lua_newstate(alloc, ud) : luaL_newstate();
   if (L == nullptr) throw std::runtime_error("cannot create a Lua state (out of memory)");
   luaL_openlibs(L);
   SetPackagePath(L, lib);

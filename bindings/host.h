@@ -10,7 +10,9 @@ namespace vt::lua {
 // A new Lua state with the standard libraries, package.path set so `require "vt"` finds the
 // project's Lua library (see LibraryDirectory), and the global `vt` loaded. Throws
 // std::runtime_error if the library cannot be found or fails to load. Caller closes it.
-lua_State* NewHostState();
+// `alloc` (with `ud`), when given, is the state's allocator (a model's state counts what a
+// source allocates: bindings/nn.cc).
+lua_State* NewHostState(lua_Alloc alloc = nullptr, void* ud = nullptr);
 
 // The directory holding the vt Lua library (vt/init.lua): <exe>/../share/vtrun/lua when
 // installed, else the source tree's scripts/ this binary was built from. Throws if neither

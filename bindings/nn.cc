@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 #include <luajit.h>
 
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -58,6 +59,38 @@ std::string Num(double v) {
   return buf;
 }
 
+// Allocation budget: what a source may allocate in Lua (strings, tables, closures) in one build
+// or forward call. The instruction budget alone let a loop of `s = s .. s` copy gigabytes, and
+// the collector never runs inside a call (LuaModel::Collect). Counted by the state's
+// allocator, so it is deterministic: each call starts from the same collected state, and
+// makes the same allocations in every party.
+constexpr size_t kAllocBudget = size_t{1} << 30;
+constexpr const char* kAllocExceeded =
+    "it allocated more than 1 GiB of Lua memory (strings, tables) in one call; a model source "
+    "may allocate at most that in one build or forward";
+struct AllocBudget {
+  bool counting = false;
+  bool exceeded = false;
+  size_t allocated = 0;  // bytes allocated (grown) in this call
+};
+void* BudgetAlloc(void* ud, void* ptr, size_t old_size, size_t new_size) {
+  auto* b = static_cast<AllocBudget*>(ud);
+  if (new_size == 0) {
+    std::free(ptr);
+    return nullptr;
+  }
+  if (b->counting && new_size > old_size) {  // (old_size is 0 for a new block, as in Lua 5.1)
+    b->allocated += new_size - old_size;
+    if (b->allocated > kAllocBudget) {
+      // Refused once; then the error unwinds with what it needs (its message, a traceback).
+      b->counting = false;
+      b->exceeded = true;
+      return nullptr;
+    }
+  }
+  return std::realloc(ptr, new_size);
+}
+
 // Instruction budget: the hook runs every kHookEvery instructions (the JIT is off in a model's
 // state, so it always runs) and raises an error once the budget is spent.
 int64_t g_budget_left = 0;  // models are built and run by one thread at a time
@@ -74,7 +107,7 @@ class LuaModel : public nn::Model {
  public:
   LuaModel(const std::map<std::string, std::string>& fields, uint64_t seed, double max_values)
       : seed_(seed), max_values_(max_values) {
-    L_ = NewHostState();
+    L_ = NewHostState(BudgetAlloc, &alloc_);
     try {
       Build(fields);
     } catch (...) {
@@ -165,13 +198,17 @@ class LuaModel : public nn::Model {
   void Call(lua_State* L, int nargs, const char* what, int64_t budget) {
     g_budget_left = budget;
     g_budget_what = what;
+    alloc_ = AllocBudget{true, false, 0};
     lua_sethook(L, BudgetHook, LUA_MASKCOUNT, kHookEvery);
     const int status = lua_pcall(L, nargs, 1, -(nargs + 2));
     lua_sethook(L, nullptr, 0, 0);
+    const bool exceeded = alloc_.exceeded;
+    alloc_ = AllocBudget{};
     if (status != 0) {
       std::string msg =
           lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
       lua_pop(L, 2);
+      if (exceeded) msg = kAllocExceeded;
       throw Error(std::string(what) + ": " + msg);
     }
     lua_remove(L, -2);  // the traceback handler
@@ -270,6 +307,7 @@ class LuaModel : public nn::Model {
   int root_ref_ = LUA_NOREF, forward_ref_ = LUA_NOREF;
   std::map<std::string, std::string> config_;
   bool building_ = false;
+  AllocBudget alloc_;   // the state's allocator counts into it (BudgetAlloc)
   std::string broken_;  // why this model runs no more forwards (a failed one changed its state)
   KeptState kept_;      // what the model keeps between forward calls, checked after each
 };
@@ -492,10 +530,12 @@ int NnPreview(lua_State* L) {
   }
   const std::string code(source, len);
   return Protect(L, "vt.nn.model", [&] {
-    lua_State* M = NewHostState();
+    AllocBudget alloc;  // (outlives M: closed below)
+    lua_State* M = NewHostState(BudgetAlloc, &alloc);
     std::string error, text;
     double parameters = 0;
     luaJIT_setmode(M, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
+    lua_gc(M, LUA_GCSTOP, 0);  // as in a spec's model state
     lua_pushcfunction(M, Traceback);
     lua_getglobal(M, "require");
     lua_pushstring(M, "vt.nn");
@@ -522,10 +562,15 @@ int NnPreview(lua_State* L) {
       g_budget_left = kBuildBudget;
       g_budget_what = "building the model from its source";
       lua_sethook(M, BudgetHook, LUA_MASKCOUNT, kHookEvery);
+      alloc = AllocBudget{true, false, 0};
       const int status = lua_pcall(M, 3, 1, -5);
       lua_sethook(M, nullptr, 0, 0);
+      const bool exceeded = alloc.exceeded;
+      alloc = AllocBudget{};
       if (status != 0) {
-        error = lua_type(M, -1) == LUA_TSTRING ? lua_tostring(M, -1) : "(error object is not text)";
+        error = exceeded                         ? kAllocExceeded
+                : lua_type(M, -1) == LUA_TSTRING ? lua_tostring(M, -1)
+                                                 : "(error object is not text)";
       } else {
         lua_getfield(M, -1, "text");
         if (lua_type(M, -1) == LUA_TSTRING) text = lua_tostring(M, -1);

@@ -882,6 +882,14 @@ local function descriptions(root)
   return modules
 end
 
+-- The tensor values a source's tensor methods may touch in one build or forward call (each
+-- call charges the elements of its tensor arguments): a method on a large tensor is one Lua
+-- instruction, so the instruction budget alone let `x:fill(i)` on 2^24 values run for hours
+-- (7 ms a call). Reset by nn._build, nn._preview and each forward.
+local MAX_TENSOR_WORK = 2 ^ 34
+local tensor_work = 0
+local locked = false
+
 local function lock_model_state()
   local smeta = getmetatable("")
   smeta.__index = safe_string
@@ -902,6 +910,32 @@ local function lock_model_state()
   end
   methods.save = function() error("vt.nn: a model source cannot write files (tensor:save)", 2) end
   meta.__pow = function() error("vt.nn: x ^ y has no rounding boundary; use x:mul(x)", 2) end
+  if not locked then
+    locked = true
+    local numel, getmeta = methods.numel, debug.getmetatable
+    local function charged(api, fn)
+      return function(...)
+        local n = 0
+        for i = 1, select("#", ...) do
+          local v = select(i, ...)
+          if getmeta(v) == meta then n = n + numel(v) end
+        end
+        tensor_work = tensor_work + n
+        if tensor_work > MAX_TENSOR_WORK then
+          error("tensor:" .. api .. ": a model source may touch at most 2^34 tensor values in " ..
+                "one build or forward", 2)
+        end
+        return fn(...)
+      end
+    end
+    for key, fn in pairs(methods) do
+      if type(fn) == "function" and key ~= "numel" then methods[key] = charged(key, fn) end
+    end
+    for _, key in ipairs{"__add", "__sub", "__mul", "__div", "__mod", "__unm", "__eq", "__lt", "__le",
+                         "__newindex", "__concat"} do
+      if type(meta[key]) == "function" then meta[key] = charged(key, meta[key]) end
+    end
+  end
   meta.__metatable = false
   if registry["vt.nn.Layer"] then registry["vt.nn.Layer"].__metatable = false end
 end
@@ -910,7 +944,7 @@ end
 -- tree, makes the engine's layers in tree order, and returns what the spec records.
 function nn._build(source, args)
   lock_model_state()
-  string_work = 0
+  string_work, tensor_work = 0, 0
   local root, env = run_source(source, args)
   bind(root)
   local modules = descriptions(root)
@@ -921,13 +955,13 @@ function nn._build(source, args)
   -- model keeps, this counter included.)
   -- A failed forward resets it too: its error is passed on with its traceback.
   local function forward(m, x)
-    string_work = 0
+    string_work, tensor_work = 0, 0
     local ok, y = xpcall(function() return m(x) end, debug.traceback)
-    string_work = 0
+    string_work, tensor_work = 0, 0
     if not ok then error(y, 0) end
     return y
   end
-  string_work = 0
+  string_work, tensor_work = 0, 0
   return {root = root, forward = forward, modules = modules, env = env}
 end
 
@@ -936,7 +970,7 @@ end
 -- caller's state.
 function nn._preview(source, args, chunkname)
   lock_model_state()
-  string_work = 0
+  string_work, tensor_work = 0, 0
   local root = run_source(source, args, chunkname)
   bind(root)
   descriptions(root)

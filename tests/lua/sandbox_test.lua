@@ -216,6 +216,20 @@ s:test("# (a table's layout, which differs between processes) is refused; len co
   parse(hostile("local t = {1, 2} t[4] = 4 assert(vt.tensor(t):shape()[1] == 2) " ..
                 "assert(vt.tensor.zeros{2, 3}[{2}]:shape()[1] == 3)"))
 end)
+s:test("work outside the instruction budget is bounded too", function()
+  -- A string doubled 40 times copies 2^40 bytes in 40 instructions, and `..` has no hook;
+  -- the state's allocator counts what one build or forward allocates.
+  local t0 = vt.clock()
+  refused("local s = 'x' for i = 1, 40 do s = s .. s end", "more than 1 GiB of Lua memory")
+  -- a tensor method on a large tensor is one instruction (x:fill on 2^24 values: 7 ms)
+  refused("local t = vt.tensor.zeros{16777216} for i = 1, 2000 do local r = t:reshape{4096, 4096} end",
+          "at most 2^34 tensor values")
+  T.assert_true(vt.clock() - t0 < 30, "took " .. (vt.clock() - t0) .. " s")
+  -- and in a forward, where each call starts its counts afresh
+  local source = with_forward("", "local s = 'x' for i = 1, 40 do s = s .. s end")
+  T.assert_error(function() parse(source, true) end, "more than 1 GiB of Lua memory", true)
+  parse(with_forward("", "local s = ('x'):rep(1000) for i = 1, 100 do s = s .. i end"), true)
+end)
 s:test("a weak table the model keeps is refused while building", function()
   -- (its entries vanish when the collector runs, which differs between processes)
   local ok, err = pcall(parse, with_forward("local cache = setmetatable({}, {__mode = 'k'})", "local _ = cache"))
