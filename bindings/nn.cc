@@ -16,10 +16,12 @@
 #include <ATen/ATen.h>
 #include <luajit.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -152,6 +154,16 @@ class LuaModel : public nn::Model {
   LayerPtr AddLayer(const std::string& path, double values, const std::function<LayerPtr()>& make) {
     if (path.empty())
       throw Error("a layer with parameters cannot be the model itself; put it in a container");
+    // A module path as bind() gives them: names of letters, digits and '_' joined by dots,
+    // each made once (a source's own `make` could name any text, or a path twice).
+    bool valid = path.front() != '.' && path.back() != '.' && path.find("..") == std::string::npos;
+    for (char c : path)
+      valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+    if (!valid)
+      throw Error("a layer's path is names of letters, digits and '_' joined by dots, got '" +
+                  path + "'");
+    if (!made_paths_.insert(path).second)
+      throw Error("two layers made at '" + path + "'; a module is made once, at its place");
     values_ += values;
     if (values_ > max_values_)
       throw Error(std::string("the model would have more parameter and buffer values than ") +
@@ -307,7 +319,8 @@ class LuaModel : public nn::Model {
   int root_ref_ = LUA_NOREF, forward_ref_ = LUA_NOREF;
   std::map<std::string, std::string> config_;
   bool building_ = false;
-  AllocBudget alloc_;   // the state's allocator counts into it (BudgetAlloc)
+  std::set<std::string> made_paths_;  // the paths of the layers made (AddLayer)
+  AllocBudget alloc_;                 // the state's allocator counts into it (BudgetAlloc)
   std::string broken_;  // why this model runs no more forwards (a failed one changed its state)
   KeptState kept_;      // what the model keeps between forward calls, checked after each
 };

@@ -230,6 +230,17 @@ s:test("work outside the instruction budget is bounded too", function()
   T.assert_error(function() parse(source, true) end, "more than 1 GiB of Lua memory", true)
   parse(with_forward("", "local s = ('x'):rep(1000) for i = 1, 100 do s = s .. i end"), true)
 end)
+s:test("a source's own make cannot name a layer's path, or make one twice", function()
+  local function maker(path)
+    return "local K = vt.nn.Module{kind = 'K', init = function(self) self.l = vt.nn.Linear(4, 2) end, " ..
+           "make = function(self) return setmetatable({_path = '" .. path .. "', _config = self.l._config}, " ..
+           "getmetatable(self.l)):make() end, forward = function(self, x) return self.l(x) end} " ..
+           "return vt.nn.Sequential{K()}"
+  end
+  T.assert_error(function() parse(maker("fc.weird name")) end, "letters, digits and '_' joined by dots", true)
+  T.assert_error(function() parse(maker("a..b")) end, "letters, digits and '_' joined by dots", true)
+  T.assert_error(function() parse(maker("0.l")) end, "two layers made at '0.l'", true)
+end)
 s:test("a weak table the model keeps is refused while building", function()
   -- (its entries vanish when the collector runs, which differs between processes)
   local ok, err = pcall(parse, with_forward("local cache = setmetatable({}, {__mode = 'k'})", "local _ = cache"))
