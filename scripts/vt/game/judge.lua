@@ -141,7 +141,8 @@ function Judge:on_adjudicate(body)
   end
   if illegitimate > 0 then
     return decide("trainer_at_fault", illegitimate .. " illegitimate log entries in interval " .. j ..
-                  ": entries no honest trainer writes (directions on the grid or beyond twice the window, or EXACT " ..
+                  ": entries no honest trainer writes (directions on the grid, beyond twice the window, or moving a " ..
+                  "value from beyond the window, or EXACT " ..
                   "values out of reach of the replayed values)")
   end
   if mismatches > 0 then
