@@ -3,12 +3,15 @@
 // reductions (sum, mean, all, any, norm) and max/min, and the arithmetic metamethods.
 #include <ATen/ATen.h>
 
+#include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "bindings/lua_support.h"
 #include "bindings/tensor.h"
 #include "bindings/tensor_support.h"
 #include "runtime/common/error.h"
+#include "runtime/tensor/dtype.h"
 
 namespace vt::lua {
 namespace {
@@ -32,6 +35,45 @@ at::Tensor Operand(lua_State* L, int idx) {
 }
 
 // Unary tensor -> tensor methods that take no arguments.
+// t as `type`, refusing a floating value with no integer of that type (NaN, an infinity, or
+// out of range): C++ leaves such a conversion undefined, and x86 CPUs, ARM CPUs and GPUs give
+// different integers for it, so two parties computing alike would part there.
+at::Tensor Convert(const at::Tensor& t, at::ScalarType type) {
+  if (at::isFloatingType(t.scalar_type()) && at::isIntegralType(type, /*includeBool=*/false) &&
+      t.numel() > 0) {
+    double lo = 0, hi = 0;  // the open range whose values truncate to a value of `type`
+    switch (type) {
+      case at::kByte:
+        lo = -1.0, hi = 256.0;
+        break;
+      case at::kChar:
+        lo = -129.0, hi = 128.0;
+        break;
+      case at::kShort:
+        lo = -32769.0, hi = 32768.0;
+        break;
+      case at::kInt:
+        lo = -2147483649.0, hi = 2147483648.0;
+        break;
+      default:
+        lo = -0x1p63, hi = 0x1p63;
+        break;  // (-2^63 - 1 rounds to -2^63 in a double)
+    }
+    const at::Tensor d = t.to(at::kDouble);
+    const double mn = d.min().item<double>(), mx = d.max().item<double>();
+    const bool low_ok = type == at::kLong ? mn >= lo : mn > lo;
+    if (!(low_ok && mx < hi)) {
+      const double bad = !(mn == mn) || !(mx == mx) ? NAN : !low_ok ? mn : mx;
+      char value[32];
+      std::snprintf(value, sizeof value, "%.17g", bad);
+      throw Error("a value with no " + DtypeName(type) + " (NaN, an infinity or out of " +
+                  "range) cannot be converted: C++ leaves it undefined, and CPUs and GPUs give " +
+                  "different integers; got " + value);
+    }
+  }
+  return t.to(type);
+}
+
 #define VT_UNARY(NAME, EXPR)                    \
   int M_##NAME(lua_State* L) {                  \
     at::Tensor& t = CheckTensor(L, 1);          \
@@ -55,8 +97,8 @@ VT_UNARY(floor, t.floor())
 VT_UNARY(ceil, t.ceil())
 VT_UNARY(double, t.to(at::kDouble))
 VT_UNARY(float, t.to(at::kFloat))
-VT_UNARY(long, t.to(at::kLong))
-VT_UNARY(byte, t.to(at::kByte))
+VT_UNARY(long, Convert(t, at::kLong))
+VT_UNARY(byte, Convert(t, at::kByte))
 VT_UNARY(bool, t.to(at::kBool))
 #undef VT_UNARY
 
@@ -149,7 +191,7 @@ int MTo(lua_State* L) {
   const char* api = "vt.tensor.to";
   at::ScalarType type = ParseDtype(L, api, CheckString(L, 2));
   return Protect(L, api, [&] {
-    PushTensor(L, t.to(type));
+    PushTensor(L, Convert(t, type));
     return 1;
   });
 }

@@ -168,7 +168,12 @@ end)
 s:test(".npy save and load round-trip every dtype bit for bit", function()
   local path = os.tmpname()
   for _, dtype in ipairs({"float64", "float32", "int64", "uint8", "bool", "int32", "int16", "int8", "float16"}) do
+    -- (integers from values every integer type holds: a float out of a type's range has no
+    -- integer of it, and is refused)
+    local ints = vt.tensor.arange(60):sub(30):reshape{3, 4, 5}  -- -30 .. 29
     local t = dtype == "bool" and vt.tensor{{true, false, true}}
+              or dtype == "uint8" and ints:abs():to(dtype)
+              or dtype:match("int") and ints:to(dtype)
               or vt.tensor.randn({3, 4, 5}, {seed = 3}):mul(50):to(dtype)
     t:save(path)
     local back = vt.tensor.load(path)
@@ -236,6 +241,18 @@ s:test("errors carry the API name; bad arguments name the argument", function()
   T.assert_error(function() return vt.tensor.zeros(-1) end, "non-negative", true)
   T.assert_error(function() return vt.tensor.zeros(0):max() end, "empty tensor", true)
   T.assert_error(function() return t:item() end, "exactly one element", true)
+end)
+
+s:test("a float with no integer of the target type is refused, not converted", function()
+  -- C++ leaves these conversions undefined: x86 gave -1 and 300 for byte(), CPUs and GPUs differ.
+  for _, v in ipairs{{-1.5, 300.5}, {0 / 0}, {1e300}, {-1 / 0}} do
+    T.assert_error(function() return vt.tensor(v):byte() end, "cannot be converted", true)
+  end
+  T.assert_error(function() return vt.tensor{0 / 0}:long() end, "got nan", true)
+  T.assert_error(function() return vt.tensor{9223372036854775808}:long() end, "no int64", true)
+  T.assert_error(function() return vt.tensor{-2.5}:to("uint8") end, "cannot be converted", true)
+  T.assert_eq(vt.tensor{-0.5, 255.9}:byte():totable()[2], 255)
+  T.assert_eq(vt.tensor{-9223372036854775808, 3.7}:long():totable()[2], 3)
 end)
 
 T.run()
