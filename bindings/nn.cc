@@ -64,8 +64,9 @@ std::string Num(double v) {
 // Allocation budget: what a source may allocate in Lua (strings, tables, closures) in one build
 // or forward call. The instruction budget alone let a loop of `s = s .. s` copy gigabytes, and
 // the collector never runs inside a call (LuaModel::Collect). Counted by the state's
-// allocator, so it is deterministic: each call starts from the same collected state, and
-// makes the same allocations in every party.
+// allocator: each call starts from the same collected state and makes the same allocations
+// in every party, but for LuaJIT's internal string buffer, which grows once and is then
+// reused (THREAT_MODEL.md, "Work outside the instruction budget").
 constexpr size_t kAllocBudget = size_t{1} << 30;
 constexpr const char* kAllocExceeded =
     "it allocated more than 1 GiB of Lua memory (strings, tables) in one call; a model source "
