@@ -630,16 +630,24 @@ Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> reco
   // then finds no record and rounds to nearest, as for a missing one.
   Encoded encoded;
   const size_t n = records.size();
+  bool traced = false;
   for (size_t i = 0; i < n; ++i) {
     store::LogRecord& r = records[i];
     const nn::RecordKey key{r.boundary, static_cast<int32_t>(r.call)};
     std::string error = errors[i];
     if (r.boundary == nn::kTraceBoundary) {
-      try {
-        expected_trace_ = nn::DecodeTrace(r.value);
-      } catch (const std::exception& e) {
-        expected_trace_.clear();  // no divergence diagnostics for this step
-        error = e.what();
+      // An honest step writes one trace, at call 0: another is no honest record (it was
+      // decoded over the first, and counted as nothing).
+      if (r.call != 0 || traced) {
+        error = "a step holds one trace record, at call 0";
+      } else {
+        traced = true;
+        try {
+          expected_trace_ = nn::DecodeTrace(r.value);
+        } catch (const std::exception& e) {
+          expected_trace_.clear();  // no divergence diagnostics for this step
+          error = e.what();
+        }
       }
     } else if (!error.empty()) {
       log->erase(key);

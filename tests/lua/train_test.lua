@@ -334,6 +334,25 @@ s:test("an auditor counts records it cannot decode as mismatches, naming the fir
   T.assert_true(report.log_mismatch:find(named, 1, true) ~= nil, report.log_mismatch)
 end)
 
+s:test("a second trace record, or one at another call, is a mismatch", function()
+  local spec = make_spec{steps = 2, checkpoint_every = 2}
+  local st = vt.store.open(dir .. "/traces")
+  local t = vt.trainer{spec = spec, data = data, store = st}
+  t:step()
+  local records = st:run("run"):step(1)
+  local trace
+  for _, r in ipairs(records) do if r.boundary == "~trace" then trace = r end end
+  T.assert_true(trace ~= nil and trace.call == 0)
+  for _, call in ipairs{0, 5} do
+    local extra = {}
+    for i, r in ipairs(records) do extra[i] = {boundary = r.boundary, call = r.call, value = r.value} end
+    extra[#extra + 1] = {boundary = "~trace", call = call, value = trace.value}
+    local report = vt.auditor{spec = spec, data = data, logs = "given"}:step(extra)
+    T.assert_true(report.log_mismatches >= 1, "call " .. call .. ": mismatches " .. report.log_mismatches)
+    T.assert_true(report.log_mismatch:find("one trace record, at call 0", 1, true) ~= nil, report.log_mismatch)
+  end
+end)
+
 local _, failed = T.run({exit = false})
 os.execute("rm -rf " .. dir)
 os.exit(failed == 0 and 0 or 1)
