@@ -784,32 +784,35 @@ local function refused_operator(source)
   end
   local i = 1
   while true do
-    local at = sfind(source, "[%-%[\"'%^#\n]", i)
+    local at = sfind(source, "[%-%[\"'%^#\r\n]", i)
     if at == nil then return nil end
     local c = ssub(source, at, at)
     if c == "^" or c == "#" then return c, line end
     i = at + 1
-    if c == "\n" then
+    if c == "\n" or c == "\r" then
+      -- (Lua ends a line at either, a pair of the two being one)
       line = line + 1
+      local pair = ssub(source, i, i)
+      if (pair == "\n" or pair == "\r") and pair ~= c then i = i + 1 end
     elseif c == "-" and ssub(source, at + 1, at + 1) == "-" then
       local level = long_bracket(at + 2)
       if level then
         i = past_long(at + 2, level)
       else
-        i = sfind(source, "\n", at + 2, true) or n + 1
+        i = sfind(source, "[\r\n]", at + 2) or n + 1  -- a line comment ends at either
       end
     elseif c == "[" and long_bracket(at) then
       i = past_long(at, long_bracket(at))
     elseif c == '"' or c == "'" then
       -- a short string: up to its closing quote, a backslash escaping the character after it
       while true do
-        local d = sfind(source, c == '"' and '[\\"\n]' or "[\\'\n]", i)
+        local d = sfind(source, c == '"' and '[\\"\r\n]' or "[\\'\r\n]", i)
         if d == nil then return nil end  -- unfinished: Lua refuses it
         local e = ssub(source, d, d)
         if e == "\\" then
           if ssub(source, d + 1, d + 1) == "\n" then line = line + 1 end
           i = d + 2
-        elseif e == "\n" then
+        elseif e == "\n" or e == "\r" then
           line, i = line + 1, d + 1  -- (Lua refuses it too)
         else
           i = d + 1
@@ -913,6 +916,7 @@ local function lock_model_state()
   if not locked then
     locked = true
     local numel, getmeta = methods.numel, debug.getmetatable
+    local size, dim = methods.size, methods.dim  -- (before they are charged below)
     local function charged(api, fn)
       return function(...)
         local n = 0
@@ -932,8 +936,23 @@ local function lock_model_state()
       if type(fn) == "function" and key ~= "numel" then methods[key] = charged(key, fn) end
     end
     for _, key in ipairs{"__add", "__sub", "__mul", "__div", "__mod", "__unm", "__eq", "__lt", "__le",
-                         "__newindex", "__concat"} do
+                         "__concat"} do
       if type(meta[key]) == "function" then meta[key] = charged(key, meta[key]) end
+    end
+    -- t[i] = v writes one slice along the first dimension (t[{...}] = v a block): charged by
+    -- what it writes at most, not the whole tensor (filling a table element by element is
+    -- honest work).
+    local newindex = meta.__newindex
+    meta.__newindex = function(t, key, value)
+      local n = numel(t)
+      if type(key) == "number" and n > 0 and dim(t) > 0 then n = n / size(t, 1) end
+      if getmeta(value) == meta then n = n + numel(value) end
+      tensor_work = tensor_work + n
+      if tensor_work > MAX_TENSOR_WORK then
+        error("tensor:__newindex: a model source may touch at most 2^34 tensor values in " ..
+              "one build or forward", 2)
+      end
+      return newindex(t, key, value)
     end
   end
   meta.__metatable = false

@@ -225,6 +225,9 @@ s:test("work outside the instruction budget is bounded too", function()
   refused("local t = vt.tensor.zeros{16777216} for i = 1, 2000 do local r = t:reshape{4096, 4096} end",
           "at most 2^34 tensor values")
   T.assert_true(vt.clock() - t0 < 30, "took " .. (vt.clock() - t0) .. " s")
+  -- Writing a tensor element by element is charged by what it writes, not the whole tensor
+  -- (each write was charged 2^20 values, and an honest fill was refused after 16k writes).
+  parse(hostile("local t = vt.tensor.zeros{1048576} for i = 1, 50000 do t[i] = i end"))
   -- and in a forward, where each call starts its counts afresh
   local source = with_forward("", "local s = 'x' for i = 1, 40 do s = s .. s end")
   T.assert_error(function() parse(source, true) end, "more than 1 GiB of Lua memory", true)
@@ -264,6 +267,10 @@ s:test("^ (the C library's pow, which differs between machines) is refused, in c
   -- An escaped backslash ends a string: the `^` after it is code.
   T.assert_error(function() parse("local s = \"a\\\\\" local w = 2^2" .. HONEST) end, "uses ^", true)
   T.assert_error(function() parse("local s = [[a]] local w = 2^2" .. HONEST) end, "uses ^", true)
+  -- Lua ends a line (and a comment) at a carriage return too: the scan read on as comment.
+  T.assert_error(function() parse("-- c\rlocal w = 2^0.5" .. HONEST) end, "line 2 uses ^", true)
+  T.assert_error(function() parse("-- c\rlocal t = {1, 2} local n = #t" .. HONEST) end, "line 2 uses #", true)
+  T.assert_error(function() parse("local a = 1\r\n-- x^2\r\nlocal c = 3 ^ 2" .. HONEST) end, "line 3 uses ^", true)
 end)
 
 local _, failed = T.run({exit = false})
