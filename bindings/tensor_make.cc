@@ -122,7 +122,7 @@ at::Tensor FromTable(lua_State* L, int idx, std::optional<at::ScalarType> dtype)
   at::ScalarType type = dtype ? *dtype : (f.saw_bool ? at::kBool : at::kDouble);
   at::Tensor values = at::from_blob(f.values.data(), {static_cast<int64_t>(f.values.size())},
                                     at::TensorOptions().dtype(at::kDouble));
-  return values.to(type).reshape(shape).clone();
+  return ConvertChecked(values, type).reshape(shape).clone();
 }
 
 // ---- vt.tensor functions ----
@@ -183,7 +183,7 @@ int TensorArange(lua_State* L) {
         integral ? at::arange(static_cast<int64_t>(start), static_cast<int64_t>(stop),
                               static_cast<int64_t>(step), at::TensorOptions().dtype(at::kLong))
                  : at::arange(start, stop, step, at::TensorOptions().dtype(at::kDouble));
-    PushTensor(L, t.to(type));
+    PushTensor(L, ConvertChecked(t, type));
     return 1;
   });
 }
@@ -232,11 +232,11 @@ int TensorNew(lua_State* L) {
   if (auto name = OptString(L, 3, api, "dtype")) dtype = ParseDtype(L, api, *name);
   return Protect(L, api, [&] {
     if (at::Tensor* src = TestTensor(L, 2)) {
-      PushTensor(L, src->to(dtype ? *dtype : src->scalar_type()).clone());
+      PushTensor(L, ConvertChecked(*src, dtype ? *dtype : src->scalar_type()).clone());
     } else if (lua_type(L, 2) == LUA_TNUMBER || lua_type(L, 2) == LUA_TBOOLEAN) {
       at::Tensor t = at::scalar_tensor(CheckScalar(L, 2),
                                        lua_type(L, 2) == LUA_TBOOLEAN ? at::kBool : at::kDouble);
-      PushTensor(L, dtype ? t.to(*dtype) : t);
+      PushTensor(L, dtype ? ConvertChecked(t, *dtype) : t);
     } else if (lua_istable(L, 2)) {
       PushTensor(L, FromTable(L, 2, dtype));
     } else {

@@ -14,31 +14,11 @@
 #include "runtime/tensor/dtype.h"
 
 namespace vt::lua {
-namespace {
 
-// A Lua number as a 0-d "wrapped number" tensor, which promotes like a Python scalar
-// (int64 tensor + 2.5 gives float64; float32 tensor * 2 stays float32).
-at::Tensor WrappedNumber(lua_State* L, int idx) {
-  at::Tensor t = at::scalar_tensor(CheckScalar(L, idx), at::kDouble);
-  if (lua_type(L, idx) == LUA_TBOOLEAN) t = at::scalar_tensor(CheckScalar(L, idx), at::kBool);
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
-
-// A tensor or a number operand.
-at::Tensor Operand(lua_State* L, int idx) {
-  if (at::Tensor* t = TestTensor(L, idx)) return *t;
-  if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TBOOLEAN)
-    return WrappedNumber(L, idx);
-  ArgError(L, idx, std::string("vt.Tensor or number expected, got ") + luaL_typename(L, idx));
-  return {};
-}
-
-// Unary tensor -> tensor methods that take no arguments.
-// t as `type`, refusing a floating value with no integer of that type (NaN, an infinity, or
-// out of range): C++ leaves such a conversion undefined, and x86 CPUs, ARM CPUs and GPUs give
-// different integers for it, so two parties computing alike would part there.
-at::Tensor Convert(const at::Tensor& t, at::ScalarType type) {
+// ConvertChecked (tensor_support.h): C++ leaves converting a float with no integer of the
+// target type undefined, and x86 CPUs, ARM CPUs and GPUs give different integers for it, so
+// two parties computing alike would part there.
+at::Tensor ConvertChecked(const at::Tensor& t, at::ScalarType type) {
   if (at::isFloatingType(t.scalar_type()) && at::isIntegralType(type, /*includeBool=*/false) &&
       t.numel() > 0) {
     double lo = 0, hi = 0;  // the open range whose values truncate to a value of `type`
@@ -74,6 +54,27 @@ at::Tensor Convert(const at::Tensor& t, at::ScalarType type) {
   return t.to(type);
 }
 
+namespace {
+
+// A Lua number as a 0-d "wrapped number" tensor, which promotes like a Python scalar
+// (int64 tensor + 2.5 gives float64; float32 tensor * 2 stays float32).
+at::Tensor WrappedNumber(lua_State* L, int idx) {
+  at::Tensor t = at::scalar_tensor(CheckScalar(L, idx), at::kDouble);
+  if (lua_type(L, idx) == LUA_TBOOLEAN) t = at::scalar_tensor(CheckScalar(L, idx), at::kBool);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
+// A tensor or a number operand.
+at::Tensor Operand(lua_State* L, int idx) {
+  if (at::Tensor* t = TestTensor(L, idx)) return *t;
+  if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TBOOLEAN)
+    return WrappedNumber(L, idx);
+  ArgError(L, idx, std::string("vt.Tensor or number expected, got ") + luaL_typename(L, idx));
+  return {};
+}
+
+// Unary tensor -> tensor methods that take no arguments.
 #define VT_UNARY(NAME, EXPR)                    \
   int M_##NAME(lua_State* L) {                  \
     at::Tensor& t = CheckTensor(L, 1);          \
@@ -97,8 +98,8 @@ VT_UNARY(floor, t.floor())
 VT_UNARY(ceil, t.ceil())
 VT_UNARY(double, t.to(at::kDouble))
 VT_UNARY(float, t.to(at::kFloat))
-VT_UNARY(long, Convert(t, at::kLong))
-VT_UNARY(byte, Convert(t, at::kByte))
+VT_UNARY(long, ConvertChecked(t, at::kLong))
+VT_UNARY(byte, ConvertChecked(t, at::kByte))
 VT_UNARY(bool, t.to(at::kBool))
 #undef VT_UNARY
 
@@ -191,7 +192,7 @@ int MTo(lua_State* L) {
   const char* api = "vt.tensor.to";
   at::ScalarType type = ParseDtype(L, api, CheckString(L, 2));
   return Protect(L, api, [&] {
-    PushTensor(L, Convert(t, type));
+    PushTensor(L, ConvertChecked(t, type));
     return 1;
   });
 }

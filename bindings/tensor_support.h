@@ -24,6 +24,10 @@ int64_t CheckDim(lua_State* L, int arg, const at::Tensor& t);
 // Converts a 1-based (or negative) index into a 0-based position along a dimension of `size`.
 int64_t ResolveIndex(lua_State* L, const char* api, int64_t index, int64_t size, int64_t dim);
 
+// t as `type`; throws vt::Error for a floating value with no integer of that type (NaN, an
+// infinity, out of range), whose conversion C++ leaves undefined (CPUs and GPUs differ).
+at::Tensor ConvertChecked(const at::Tensor& t, at::ScalarType type);
+
 // The dtype named `name`, or a Lua error "api: ...".
 at::ScalarType ParseDtype(lua_State* L, const char* api, const std::string& name);
 
