@@ -301,12 +301,16 @@ s:test("runner errors", function()
   T.assert_error(function() return t:step() end, "is complete", true)
 end)
 
-s:test("an auditor counts records it cannot decode as mismatches, naming the first in the trainer's order", function()
+-- A 2-step spec and the records of its first step, trained into the store `name`.
+local function first_step_records(name)
   local spec = make_spec{steps = 2, checkpoint_every = 2}
-  local st = vt.store.open(dir .. "/decode")
-  local t = vt.trainer{spec = spec, data = data, store = st}
-  t:step()
-  local records = st:run("run"):step(1)
+  local st = vt.store.open(dir .. "/" .. name)
+  vt.trainer{spec = spec, data = data, store = st}:step()
+  return spec, st:run("run"):step(1)
+end
+
+s:test("an auditor counts records it cannot decode as mismatches, naming the first in the trainer's order", function()
+  local spec, records = first_step_records("decode")
   T.assert_true(#records > 4, "records of step 1: " .. #records)
   -- The records decoded intact replay to the trainer's step.
   local good = vt.auditor{spec = spec, data = data, logs = "given"}
@@ -335,11 +339,7 @@ s:test("an auditor counts records it cannot decode as mismatches, naming the fir
 end)
 
 s:test("a second trace record, or one at another call, is a mismatch", function()
-  local spec = make_spec{steps = 2, checkpoint_every = 2}
-  local st = vt.store.open(dir .. "/traces")
-  local t = vt.trainer{spec = spec, data = data, store = st}
-  t:step()
-  local records = st:run("run"):step(1)
+  local spec, records = first_step_records("traces")
   local trace
   for _, r in ipairs(records) do if r.boundary == "~trace" then trace = r end end
   T.assert_true(trace ~= nil and trace.call == 0)
