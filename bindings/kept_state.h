@@ -43,8 +43,6 @@ class KeptState {
   // reuses its C++ scratch.
   void Check(lua_State* L, const std::string& what);
 
-  size_t objects() const { return objects_.size(); }
-
  private:
   // A Lua value as it compares: its type and its number's bits, its boolean, or the address
   // of its object (strings are interned, so equal addresses are equal strings).

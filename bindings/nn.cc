@@ -582,7 +582,7 @@ int NnPreview(lua_State* L) {
       const bool exceeded = alloc.exceeded;
       alloc = AllocBudget{};
       if (status != 0) {
-        error = exceeded                         ? kAllocExceeded
+        error = exceeded ? std::string("building the model from its source: ") + kAllocExceeded
                 : lua_type(M, -1) == LUA_TSTRING ? lua_tostring(M, -1)
                                                  : "(error object is not text)";
       } else {
