@@ -173,6 +173,27 @@ std::string SerializeCheckpoint(const std::vector<StateEntry>& entries) {
   return out;
 }
 
+void SerializeCheckpointFilled(const std::vector<StateEntry>& entries,
+                               const std::function<void(size_t, char*)>& fill, std::string* out) {
+  // Validated as if each entry's data were present: fill provides it.
+  static const char kFilled = 0;
+  std::vector<StateEntry> checked = entries;
+  for (StateEntry& e : checked) e.data = &kFilled;
+  const std::vector<const StateEntry*> sorted = Sorted(checked);
+  out->resize(CheckpointEncodedSize(checked));
+  size_t pos = 0;
+  auto put = [&](const std::string& part) {
+    std::memcpy(&(*out)[pos], part.data(), part.size());
+    pos += part.size();
+  };
+  put(Header(sorted.size()));
+  for (const StateEntry* e : sorted) {
+    put(EntryHead(*e));
+    if (e->bytes > 0) fill(static_cast<size_t>(e - checked.data()), &(*out)[pos]);
+    pos += e->bytes;
+  }
+}
+
 std::vector<StateEntry> ParseCheckpoint(std::string_view bytes) {
   auto fail = [](size_t offset, const std::string& what) -> Error {
     return Error("malformed checkpoint at byte " + std::to_string(offset) + ": " + what);

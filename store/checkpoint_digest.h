@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,14 @@ Digest CheckpointDigest(const std::vector<StateEntry>& entries);
 
 // The canonical encoding itself (one copy of every entry's data). Same errors.
 std::string SerializeCheckpoint(const std::vector<StateEntry>& entries);
+
+// SerializeCheckpoint into *out, where fill(i, dst) writes entry i's entries[i].bytes element
+// bytes at dst instead of a copy from entries[i].data (ignored, may be null): for a writer that
+// converts its tensors straight into the encoding (one pass instead of a conversion and a
+// copy). *out is resized, not cleared: a buffer of the same size from an earlier checkpoint is
+// reused without touching fresh memory. Same errors.
+void SerializeCheckpointFilled(const std::vector<StateEntry>& entries,
+                               const std::function<void(size_t, char*)>& fill, std::string* out);
 
 // Size in bytes of SerializeCheckpoint(entries), without building it. Same errors.
 size_t CheckpointEncodedSize(const std::vector<StateEntry>& entries);

@@ -315,11 +315,47 @@ LeafRecord Store::PutCheckpoint(std::string_view run, uint64_t leaf, std::string
                                 const PutCheckpointOptions& options) {
   CheckWritable();
   ValidateId(run, "run id");
+  auto g = Guard();
+  std::lock_guard<std::mutex> w(write_mu_);
+  CheckCheckpointWrite(run, leaf, checkpoint, options);
+  return CommitCheckpoint(run, leaf, checkpoint, options);
+}
+
+void Store::PutCheckpointBehind(std::string_view run, uint64_t leaf,
+                                std::shared_ptr<const std::string> checkpoint) {
+  CheckWritable();
+  ValidateId(run, "run id");
+  if (checkpoint == nullptr) throw Error("PutCheckpointBehind: no checkpoint bytes");
+  std::lock_guard<std::mutex> b(behind_mu_);
+  WaitBehindLocked();
+  if (closing_) throw Error("store '" + path_ + "' is closed");
+  {
+    auto g = OpenLock();
+    std::lock_guard<std::mutex> w(write_mu_);
+    CheckCheckpointWrite(run, leaf, *checkpoint, {});
+  }
+  behind_what_ = "the checkpoint of leaf " + std::to_string(leaf) + " of run " + Quote(run);
+  PendingWork pending;  // the exit waits for this write (store/pending_work.h)
+  behind_ = std::async(
+      std::launch::async,
+      [this, run = std::string(run), leaf, checkpoint = std::move(checkpoint),
+       fail = std::exchange(fail_behind_for_test_, {}),
+       hold = std::exchange(hold_behind_for_test_, {}), pending = std::move(pending)]() mutable {
+        const PendingWork counted = std::move(pending);
+        const std::shared_ptr<const std::string> bytes = std::move(checkpoint);
+        if (hold.valid()) hold.wait();
+        if (!fail.empty()) throw Error(fail);
+        auto g = OpenLock();
+        std::lock_guard<std::mutex> w(write_mu_);
+        CommitCheckpoint(run, leaf, *bytes, {});
+      });
+}
+
+void Store::CheckCheckpointWrite(std::string_view run, uint64_t leaf, std::string_view checkpoint,
+                                 const PutCheckpointOptions& options) {
   if (checkpoint.size() > kMaxCheckpointBytes) throw Error("checkpoint is larger than 1 TiB");
   if (options.metadata && options.metadata->size() > kMaxValueBytes)
     throw Error("run metadata must be at most 1 GiB");
-  auto g = Guard();
-  std::lock_guard<std::mutex> w(write_mu_);
   RunState& st = WriterState(run);
   const RunInfo& info = st.info;
   const std::string r = Quote(run);
@@ -339,9 +375,17 @@ LeafRecord Store::PutCheckpoint(std::string_view run, uint64_t leaf, std::string
                 std::to_string(info.steps_written));
   }
   ParseCheckpoint(checkpoint);  // validates the canonical encoding
+}
+
+LeafRecord Store::CommitCheckpoint(std::string_view run, uint64_t leaf, std::string_view checkpoint,
+                                   const PutCheckpointOptions& options) {
+  RunState& st = WriterState(run);
+  const RunInfo& info = st.info;
+  const std::string r = Quote(run);
+  const uint64_t total = info.total_leaves();
   LeafRecord rec;
   rec.index = leaf;
-  rec.step = due;
+  rec.step = LeafStep(leaf, info.steps, info.checkpoint_every);
   rec.state_digest = Sha256Of(checkpoint);
   if (options.expected_state_digest && *options.expected_state_digest != rec.state_digest) {
     throw Error("run " + r + " leaf " + std::to_string(leaf) + ": checkpoint digest " +

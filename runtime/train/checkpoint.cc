@@ -1,8 +1,12 @@
 #include "runtime/train/checkpoint.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
+#include <atomic>
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -13,9 +17,49 @@
 
 namespace vt::train {
 
+namespace {
+
+// Writes the FP32 values of x's n doubles to dst, refusing the first value off the FP32 grid
+// (NaN, a finite value beyond FP32's range, or one FP32 cannot hold): the state of a rounded
+// step lies on it, so such a value is a boundary missed. One pass, on LibTorch's threads.
+void DoublesToFloats(const std::string& name, const double* x, int64_t n, char* dst) {
+  std::atomic<int64_t> first_bad{n};
+  at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+    float* out = reinterpret_cast<float*>(dst) + begin;
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = x[i];
+      // (The cast of a finite double beyond FP32's range is undefined: refused first.)
+      const bool fits = std::fabs(v) <= static_cast<double>(FLT_MAX) || std::isinf(v);
+      const float f = fits ? static_cast<float>(v) : 0.0f;
+      if (!fits || static_cast<double>(f) != v) {
+        int64_t seen = first_bad.load();
+        while (i < seen && !first_bad.compare_exchange_weak(seen, i)) {
+        }
+        return;
+      }
+      out[i - begin] = f;
+    }
+  });
+  const int64_t bad = first_bad.load();
+  if (bad < n) {
+    throw Error("checkpoint: state '" + name + "' holds values off the FP32 grid (element " +
+                std::to_string(bad) + " is " + c10::str(x[bad]) + "; missed its update boundary?)");
+  }
+}
+
+}  // namespace
+
 std::string EncodeState(const NamedState& state) {
-  std::vector<at::Tensor> owned;
-  owned.reserve(state.size());
+  std::string out;
+  EncodeStateInto(state, &out);
+  return out;
+}
+
+void EncodeStateInto(const NamedState& state, std::string* out) {
+  // Float64 state converts straight into the encoding; other state is converted first.
+  std::vector<at::Tensor> sources;
+  sources.reserve(state.size());
+  std::vector<std::string> names;
   std::vector<store::StateEntry> entries;
   entries.reserve(state.size());
   at::NoGradGuard no_grad;
@@ -23,21 +67,27 @@ std::string EncodeState(const NamedState& state) {
     at::Tensor v = t->detach();
     if (!v.is_floating_point())
       throw Error("checkpoint: state '" + name + "' is not a floating-point tensor");
-    at::Tensor f = v.to(at::kFloat).contiguous();
-    if (v.scalar_type() == at::kDouble && !at::equal(f.to(at::kDouble), v)) {
-      throw Error("checkpoint: state '" + name +
-                  "' holds values off the FP32 grid (missed its update boundary?)");
-    }
-    owned.push_back(f);
+    v = v.scalar_type() == at::kDouble ? v.contiguous() : v.to(at::kFloat).contiguous();
+    sources.push_back(v);
+    names.push_back(name);
     store::StateEntry e;
     e.name = name;
     e.dtype = static_cast<uint8_t>(store::DType::kFloat32);
-    e.shape = f.sizes().vec();
-    e.data = f.data_ptr();
-    e.bytes = static_cast<size_t>(f.numel()) * sizeof(float);
+    e.shape = v.sizes().vec();
+    e.bytes = static_cast<size_t>(v.numel()) * sizeof(float);
     entries.push_back(std::move(e));
   }
-  return store::SerializeCheckpoint(entries);
+  store::SerializeCheckpointFilled(
+      entries,
+      [&](size_t i, char* dst) {
+        const at::Tensor& v = sources[i];
+        if (v.scalar_type() == at::kDouble) {
+          DoublesToFloats(names[i], v.data_ptr<double>(), v.numel(), dst);
+        } else {
+          std::memcpy(dst, v.data_ptr(), entries[i].bytes);
+        }
+      },
+      out);
 }
 
 void DecodeStateInto(const std::string& bytes, const NamedState& state) {

@@ -18,6 +18,8 @@ using NamedState = std::vector<std::pair<std::string, at::Tensor*>>;
 // The canonical encoding of `state` as FP32. Throws vt::Error if a value is not on the FP32
 // grid (a state that skipped its update boundary) or has an unsupported dtype.
 std::string EncodeState(const NamedState& state);
+// EncodeState into *out, resized and overwritten (a buffer of the same size is reused as it is).
+void EncodeStateInto(const NamedState& state, std::string* out);
 
 // Writes the encoded values back into `state` (float64 tensors keep their dtype). Throws
 // vt::Error if names, shapes or dtypes differ, naming the first mismatch.

@@ -202,6 +202,8 @@ class Runner {
   bool names_checked_ =
       false;            // the spec's per-boundary windows checked against a step's boundaries
   std::string broken_;  // why this runner refuses to go on ("" while it can)
+  // The bytes of the last checkpoint handed to the store (Checkpoint), reused for the next.
+  std::shared_ptr<std::string> checkpoint_bytes_;
 };
 
 class Trainer : public Runner {

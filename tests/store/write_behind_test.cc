@@ -1,6 +1,7 @@
-// Store::WriteStepBehind: a step written on another thread is WriteStep's step, checked when it
-// is handed over, seen by every later call (which waits for it), and a failed write is never
-// silent: every later call and Close throw it, and the store reopens without the step.
+// Store::WriteStepBehind and PutCheckpointBehind: a step or checkpoint written on another thread
+// is WriteStep's step or PutCheckpoint's leaf, checked when it is handed over, seen by every
+// later call (which waits for it), and a failed write is never silent: every later call and
+// Close throw it, and the store reopens without it.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
@@ -165,6 +166,85 @@ TEST_CASE("store: a failed write behind fails every later call and Close, and lo
   s->WriteStep("kat", 3, KatRecords(3).records());
   s->PutCheckpoint("kat", 2, KatCheckpoint(2));
   CHECK(ToHex(s->Root("kat")) == testing::kKatRoot);
+}
+
+void PutKatCheckpointBehind(Store& s, uint64_t leaf) {
+  s.PutCheckpointBehind("kat", leaf, std::make_shared<const std::string>(KatCheckpoint(leaf)));
+}
+
+TEST_CASE("store: checkpoints written behind give the known-answer run", "[store]") {
+  TempDir dir;
+  auto s = Store::Open(dir.Sub("db"));
+  s->CreateRun("kat", RunConfig{"kat-spec", 2, 3, ""});
+  PutKatCheckpointBehind(*s, 0);
+  for (uint64_t step = 1; step <= 3; ++step) {
+    WriteKatStepBehind(*s, step);  // waits for the checkpoint before it
+    if (step == 2) PutKatCheckpointBehind(*s, 1);
+  }
+  PutKatCheckpointBehind(*s, 2);
+  // Another thread reads at once: the read waits for the write.
+  std::string root;
+  std::thread reader([&] { root = ToHex(s->Root("kat")); });
+  reader.join();
+  CHECK(root == testing::kKatRoot);
+  CHECK(s->GetRun("kat")->complete());
+  CHECK(s->GetCheckpoint("kat", 2) == KatCheckpoint(2));
+  CHECK(s->Verify().ok());
+}
+
+TEST_CASE("store: a checkpoint written behind is checked when it is handed over", "[store]") {
+  TempDir dir;
+  auto s = Store::Open(dir.Sub("db"));
+  s->CreateRun("kat", RunConfig{"kat-spec", 2, 3, ""});
+  CHECK_THROWS_WITH(PutKatCheckpointBehind(*s, 1), Catch::Contains("expected leaf 0 next"));
+  CHECK_THROWS_WITH(s->PutCheckpointBehind("kat", 0, std::make_shared<const std::string>("junk")),
+                    Catch::Contains("malformed checkpoint"));
+  CHECK_THROWS_WITH(s->PutCheckpointBehind("kat", 0, nullptr), Catch::Contains("no checkpoint"));
+  CHECK(s->GetRun("kat")->leaves == 0);
+  PutKatCheckpointBehind(*s, 0);
+  WriteKatStepBehind(*s, 1);
+  // Leaf 1 follows step 2: too early, and the run's state is unchanged.
+  CHECK_THROWS_WITH(PutKatCheckpointBehind(*s, 1), Catch::Contains("written steps up to 1"));
+  CHECK(s->GetRun("kat")->leaves == 1);
+  s->Close();
+  CHECK_THROWS_WITH(PutKatCheckpointBehind(*s, 1), Catch::Contains("is closed"));
+}
+
+TEST_CASE("store: a failed checkpoint behind fails every later call, and loses only it",
+          "[store]") {
+  TempDir dir;
+  {
+    auto s = Store::Open(dir.Sub("db"));
+    StartKatRun(*s);
+    WriteKatStepBehind(*s, 1);
+    WriteKatStepBehind(*s, 2);
+    StoreTestAccess::FailNextBehind(*s, "disk on fire");
+    PutKatCheckpointBehind(*s, 1);
+    const std::string why = "the checkpoint of leaf 1 of run 'kat' was not written: disk on fire";
+    CHECK_THROWS_WITH(s->GetRun("kat"), Catch::Contains(why));
+    CHECK_THROWS_WITH(WriteKatStepBehind(*s, 3), Catch::Contains(why));
+    CHECK_THROWS_WITH(s->Close(), Catch::Contains(why));
+  }
+  // Reopened: steps 1 and 2 are there, leaf 1 is not; storing it goes on from there.
+  auto s = Store::Open(dir.Sub("db"));
+  CHECK(s->GetRun("kat")->steps_written == 2);
+  CHECK(s->GetRun("kat")->leaves == 1);
+  PutKatCheckpointBehind(*s, 1);
+  s->WriteStep("kat", 3, KatRecords(3).records());
+  s->PutCheckpoint("kat", 2, KatCheckpoint(2));
+  CHECK(ToHex(s->Root("kat")) == testing::kKatRoot);
+}
+
+TEST_CASE("store: Close waits for a checkpoint written behind", "[store]") {
+  TempDir dir;
+  {
+    auto s = Store::Open(dir.Sub("db"));
+    StartKatRun(*s);
+    WriteKatStepBehind(*s, 1);
+    WriteKatStepBehind(*s, 2);
+    PutKatCheckpointBehind(*s, 1);
+  }  // destroyed with the write in flight
+  CHECK(Store::Open(dir.Sub("db"))->GetRun("kat")->leaves == 2);
 }
 
 }  // namespace
