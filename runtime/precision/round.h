@@ -124,8 +124,8 @@ struct ReplayResult {
 // Applies `log` to the auditor's values `x` with the auditor's window `options` (bits must
 // be the trainer's). NONE -> rnd_b(x'), DOWN -> lo_b(x'), UP -> hi_b(x'), EXACT -> the stored
 // value. On the grid lo = hi = x'. Throws vt::Error if log.size() != x.numel() ("log record
-// has N elements but the tensor has M"), on NaN/Inf/out-of-range values (also when an UP
-// entry asks for 2^128), and on bad options.
+// has N elements but the tensor has M"), on NaN/Inf/out-of-range values, and on bad options.
+// An entry that asks for 2^128 is illegitimate: counted, not applied.
 // `output_crc` as in Round: the CRC-32C of the replayed values (EXACT values included).
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
                     const BoundaryContext& context = {}, const Magnitude& magnitude = {},
