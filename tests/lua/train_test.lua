@@ -130,6 +130,26 @@ s:test("a window for a boundary the model does not have is refused at the first 
   vt.trainer{spec = ok, data = data, store = vt.store.open(dir .. "/t-names")}:step()
 end)
 
+s:test("a finished run is whole in its store when the last step returns, checkpoints behind or not", function()
+  -- Checkpoints go into the store on its write-behind thread, but the run's last leaf is
+  -- written before the last step returns: a reader that opens the store then (or a script that
+  -- copies its directory) finds the whole run, with the trainer's root. A leaf written behind
+  -- before that is in the store for every later call on it.
+  local spec = make_spec{steps = 7, checkpoint_every = 2}
+  local store = vt.store.open(dir .. "/t-whole")
+  local trainer = vt.trainer{spec = spec, data = data, store = store}
+  for _ = 1, 6 do trainer:step() end
+  T.assert_eq(store:run("run"):info().leaves, 4)  -- leaves 0-3 (steps 2, 4, 6), the last behind
+  trainer:step()
+  local reader = vt.store.open(dir .. "/t-whole", {read_only = true})
+  local info = reader:run("run"):info()
+  T.assert_true(info.complete)
+  T.assert_eq(info.leaves, 5)
+  T.assert_eq(reader:run("run"):root(), trainer:root())
+  reader:close()
+  store:close()
+end)
+
 s:test("a model that does not fit the data is refused when the spec is made", function()
   local base = {data = data, optim = vt.optim.sgd{lr = 0.1}, batch = 8, steps = 2}
   local function spec_with(model, d)
