@@ -50,7 +50,8 @@ local function play(trainer_party, auditor, options)
   net:add(trainer_party)
   net:add(auditor or auditor_party())
   net:add(game.judge{store = vt.store.open(tmp .. "/j" .. games), data = data, profile = "blocked"})
-  return game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games), spec = spec}}
+  return game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games),
+                                                       spec = options and options.spec or spec}}
 end
 local function expect(v, outcome, reason)
   T.assert_eq(v.outcome, outcome, v.reason)
@@ -424,6 +425,71 @@ d:test("an auditor is not charged for the time the trainer takes to answer it", 
   -- Control: the trainer itself is still held to its own deadline.
   local late = game.trainer{runner = honest(), behaviour = {delay = {logs = 0.3}}}
   expect(play(late, nil, {deadlines = {logs = 0.2}}), "trainer_at_fault", "missed the deadline")
+end)
+
+-- Red-team findings of 2026-12-05: each convicted the honest auditor before its fix.
+local r = T.suite("red team, 2026-12-05")
+
+r:test("a spec no runner builds is the trainer's fault also in a run of 0 steps (one leaf)", function()
+  -- The model has one class fewer than the data: vt.trainer refuses the spec. The honest
+  -- auditor's evidence named leaf 1, which a run of 0 steps does not have, and the client
+  -- convicted it; the evidence now names leaf 0, where the judge confirms it.
+  local zero = vt.spec{model = vt.models.mlp(copy(setup.model)), data = data, optim = vt.optim.sgd(copy(setup.optim)),
+                       batch = setup.batch, steps = 0, seed = 1, checkpoint_every = K, round = {bits = 32, band = 1 / 16}}
+  local misfit = vt.spec.parse((zero:canonical():gsub("model%.classes=(%d+)", function(n)
+    return "model.classes=" .. (tonumber(n) - 1)
+  end)))
+  T.assert_true(not pcall(vt.trainer, {spec = misfit, data = data, mode = "rounded"}))
+  local store = vt.store.open(tmp .. "/misfit0-trainer")
+  local run = store:create_run("run", {spec = misfit:canonical(), checkpoint_every = K, steps = 0})
+  run:put_checkpoint(0, honest():store():run("run"):checkpoint(0))
+  local v = play(game.trainer{store = store, run = "run"}, nil, {spec = misfit})
+  T.assert_eq(v.audit.evidence.kind, "unreplayable")
+  T.assert_eq(v.audit.evidence.leaf, 0)
+  expect(v, "trainer_at_fault")
+  -- Control: evidence of another kind at leaf 0 names no leaf with steps.
+  local liar = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "replay_error", leaf = 0, reason = "x"} end)
+  expect(play(game.trainer{runner = honest()}, liar), "auditor_at_fault", "does not name a leaf")
+end)
+
+r:test("a party cannot ask in another's name with the network it was handed", function()
+  -- The poisoned trainer, asked for its logs, asks the trainer for the logs of leaf 0 (an
+  -- invalid question) in the auditor's name, and passes on the forfeit the network raised:
+  -- the honest auditor lost. The request is now the trainer's own, and so is the forfeit.
+  local tr = game.trainer{runner = poisoned()}
+  local deliver = tr.deliver
+  tr.deliver = function(self, text, deadline, net, seq)
+    local m = vt.json.decode(text)
+    if m.type == "logs" and m.body.leaf == 4 and net and net.request then
+      pcall(net.request, net, "auditor", "trainer", "logs", {leaf = 0})
+      return vt.json.encode{kind = "reply", game = m.game, seq = m.seq, from = self.name, to = m.from, type = m.type,
+                            forfeit = {party = "auditor", reason = "the auditor asked an invalid question"}}
+    end
+    return deliver(self, text, deadline, net, seq)
+  end
+  local v = play(tr)
+  expect(v, "trainer_at_fault")
+  T.assert_eq(v.forfeit, "trainer")
+end)
+
+r:test("an answer larger than a remote asker can be handed is the answering party's fault", function()
+  -- A 1.2 GB answer to a remote auditor's question ran its process out of memory, and the
+  -- honest auditor forfeited. A reply over what the asker can be handed (half its 1 GiB line,
+  -- max_reply; 2 MB here) is now the answering party's forfeit, before it is relayed.
+  local tr = edit(game.trainer{runner = poisoned()}, "logs", function(r, body)
+    if body.leaf == 2 then r.junk = string.rep("\1", 2 * 1024 * 1024) end
+  end)
+  games = games + 1
+  local net = game.network{game = "g" .. games}
+  net:add(tr)
+  local aud = game.remote{role = "auditor", profile = "splitk4", max_reply = 1024 * 1024,
+                          options = {store = tmp .. "/a" .. games, data = setup.data}}
+  net:add(aud)
+  net:add(game.judge{store = vt.store.open(tmp .. "/j" .. games), data = data, profile = "blocked"})
+  local v = game.play{network = net, client = game.client{store = vt.store.open(tmp .. "/c" .. games), spec = spec}}
+  aud:close()
+  expect(v, "trainer_at_fault", "can be handed")
+  T.assert_error(function() game.remote{role = "auditor", max_reply = 2 ^ 30} end, "max_reply must be an integer", true)
 end)
 
 local _, failed = T.run({exit = false})

@@ -55,7 +55,8 @@ function Auditor:on_audit(body)
   if not okrunner then
     -- Without the spec's inputs this auditor cannot audit (its own failing). With them, the
     -- spec itself cannot be replayed: no honest trainer could have committed a run of it,
-    -- which is evidence against the trainer (the judge builds the same runner to confirm it).
+    -- which is evidence against the trainer (the judge builds the same runner to confirm it,
+    -- on leaf 0: a run of 0 steps has no other).
     local missing, what = party.missing_inputs(c.spec, self.data, self.init)
     -- (A data set of the spec's name with another digest: this auditor's copy or the spec's
     -- digest is wrong, and only the judge's copy can tell which; an auditor that holds other
@@ -66,7 +67,7 @@ function Auditor:on_audit(body)
     return {root = commitment.merkle.root({}), n_leaves = 0, per_step = {}, profile = self.profile, seconds = 0,
             totals = {corrections = 0, illegitimate = 0, near_misses = 0, log_mismatches = 0, logged = 0, elements = 0,
                       steerable = 0, steps = 0},
-            evidence = {kind = "unreplayable", leaf = 1, reason = missing or tostring(runner)}}
+            evidence = {kind = "unreplayable", leaf = 0, reason = missing or tostring(runner)}}
   end
   self.runner = runner
   self.run = self.store:run(game_id)

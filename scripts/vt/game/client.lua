@@ -36,10 +36,11 @@ end
 -- ---------------------------------------------------------------------------------------
 -- The game.
 
--- Whether `ev` (the auditor's evidence) names a leaf of the run that has steps.
+-- Whether `ev` (the auditor's evidence) names a leaf of the run that has steps, or leaf 0 for a
+-- spec no runner builds (the judge confirms that on leaf 0; a run of 0 steps has no other).
 local function evidence_leaf_ok(ev, n_leaves)
-  return type(ev) == "table" and type(ev.kind) == "string" and wire.is_int(ev.leaf) and ev.leaf >= 1 and
-             ev.leaf < n_leaves
+  if type(ev) ~= "table" or type(ev.kind) ~= "string" or not wire.is_int(ev.leaf) then return false end
+  return ev.leaf >= (ev.kind == "unreplayable" and 0 or 1) and ev.leaf < n_leaves
 end
 
 -- Plays the whole game; returns the verdict table:
@@ -137,7 +138,7 @@ function M.play(options)
     if ev ~= nil then
       if not evidence_leaf_ok(ev, c.n_leaves) then
         return finish("auditor_at_fault", "the auditor's evidence does not name a leaf of the run with steps (1.." ..
-                      (c.n_leaves - 1) .. ")")
+                      (c.n_leaves - 1) .. "; 0.. for an unreplayable spec)")
       end
       if ev.kind == "bad_answer" then return settle(ev, "logs", ev.leaf) end
     end

@@ -15,8 +15,19 @@ local json = vt.json
 local Remote = {}
 Remote.__index = Remote
 
+-- Half of vt.process's 1 GiB line: the most a party in its own process is handed in one answer.
+M.MAX_REPLY = 512 * 1024 * 1024
+
 function M.remote(options)
-  options = util.check_options("vt.game.remote", options, {"role", "name", "profile", "options", "executable"})
+  options = util.check_options("vt.game.remote", options, {"role", "name", "profile", "options", "executable",
+                                                            "max_reply"})
+  -- The largest answer this party may be handed: its line to and from the process is at most
+  -- 1 GiB (vt.process), and an auditor passes a bad answer on as evidence in its own reply.
+  local max_reply = options.max_reply or M.MAX_REPLY
+  if not (type(max_reply) == "number" and max_reply >= 1 and max_reply <= M.MAX_REPLY and
+          max_reply == math.floor(max_reply)) then
+    error("vt.game.remote: max_reply must be an integer in [1, " .. M.MAX_REPLY .. "], got " .. tostring(max_reply), 2)
+  end
   local role = options.role
   if role ~= "trainer" and role ~= "auditor" and role ~= "judge" then
     error("vt.game.remote: role must be \"trainer\", \"auditor\" or \"judge\", got " .. tostring(role), 2)
@@ -26,7 +37,7 @@ function M.remote(options)
   argv[#argv + 1] = "-e"
   argv[#argv + 1] = "require('vt.game').serve()"
   local child = vt.process.spawn(argv)
-  local self = setmetatable({kind = role, name = options.name or role, child = child}, Remote)
+  local self = setmetatable({kind = role, name = options.name or role, child = child, max_reply = max_reply}, Remote)
   local config = {role = role, name = self.name, options = options.options or {}}
   if options.profile then config.options.profile = config.options.profile or options.profile end
   child:send(json.encode(config))

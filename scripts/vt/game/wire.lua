@@ -236,6 +236,13 @@ end
 -- process). Returns the reply body and the request's sequence number (the key of the
 -- network's attestation of the reply).
 function Network:request(from, to, type_, body)
+  local parent = self.frames[#self.frames]
+  -- Inside an exchange only the party answering it runs: a request in another's name (made
+  -- with the network a party was handed) is that party's own, and its forfeit.
+  if parent and parent.to ~= from then
+    self:raise(parent.to, string.format("sent '%s' to '%s' in the name of '%s' while answering a request",
+                                        tostring(type_), tostring(to), tostring(from)))
+  end
   local sender, receiver = self.parties[from], self.parties[to]
   if sender == nil then error("vt.game: no party named '" .. tostring(from) .. "'", 2) end
   if receiver == nil then self:raise(from, "asked '" .. tostring(to) .. "', who is not in the game") end
@@ -247,7 +254,6 @@ function Network:request(from, to, type_, body)
   local question = check_question(type_, body or {}, self.n_leaves)
   if question then self:raise(from, "asked '" .. type_ .. "' of " .. to .. " with an invalid question: " .. question) end
   if self.busy[to] then self:raise(from, "asked '" .. to .. "' while it is answering another request") end
-  local parent = self.frames[#self.frames]
   if parent then
     parent.count = parent.count + 1
     if parent.count > nested_limit(self.n_leaves) then
@@ -261,7 +267,7 @@ function Network:request(from, to, type_, body)
   if sender.record then sender:record(self.game, request) end
   local deadline = self.deadlines[type_] or self.deadlines.default
   local mark = #self.raised
-  local frame = {nested = 0, count = 0}
+  local frame = {nested = 0, count = 0, to = to}
   self.frames[#self.frames + 1] = frame
   self.busy[to] = true
   local t0 = vt.clock()
@@ -278,6 +284,13 @@ function Network:request(from, to, type_, body)
       self:confirm_forfeit(reply_text, mark, to, type_)
     end
     self:raise(to, "failed to answer '" .. type_ .. "': " .. tostring(reply_text))
+  end
+  -- An answer larger than its asker can be handed (a party in its own process: half its
+  -- transport's line, which must carry the answer again as evidence) would fail the honest
+  -- asker instead of the party that sent it.
+  if sender.max_reply and #reply_text > sender.max_reply then
+    self:raise(to, string.format("answered '%s' with %d bytes, more than the %d bytes '%s' can be handed",
+                                 type_, #reply_text, sender.max_reply, from))
   end
   local okdecode, reply = pcall(json.decode, reply_text)
   if not okdecode or type(reply) ~= "table" then self:raise(to, "answered '" .. type_ .. "' with a line that is not a JSON object") end
