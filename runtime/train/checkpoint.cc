@@ -25,7 +25,9 @@ namespace {
 void DoublesToFloats(const std::string& name, const double* x, int64_t n, char* dst) {
   std::atomic<int64_t> first_bad{n};
   at::parallel_for(0, n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
-    float* out = reinterpret_cast<float*>(dst) + begin;
+    // (dst is where the entry's bytes start in the encoding: not 4-byte aligned in general,
+    // so each value is copied in, not stored through a float pointer.)
+    char* out = dst + begin * static_cast<int64_t>(sizeof(float));
     for (int64_t i = begin; i < end; ++i) {
       const double v = x[i];
       // (The cast of a finite double beyond FP32's range is undefined: refused first.)
@@ -37,7 +39,7 @@ void DoublesToFloats(const std::string& name, const double* x, int64_t n, char* 
         }
         return;
       }
-      out[i - begin] = f;
+      std::memcpy(out + (i - begin) * static_cast<int64_t>(sizeof(float)), &f, sizeof(float));
     }
   });
   const int64_t bad = first_bad.load();
