@@ -162,14 +162,11 @@ size_t CheckpointEncodedSize(const std::vector<StateEntry>& entries) {
 }
 
 std::string SerializeCheckpoint(const std::vector<StateEntry>& entries) {
-  std::vector<const StateEntry*> sorted = Sorted(entries);
+  for (const StateEntry& e : entries) ValidateEntry(e);  // (data present: the filler copies it)
   std::string out;
-  out.reserve(CheckpointEncodedSize(entries));
-  out.append(Header(sorted.size()));
-  for (const StateEntry* e : sorted) {
-    out.append(EntryHead(*e));
-    if (e->bytes > 0) out.append(static_cast<const char*>(e->data), e->bytes);
-  }
+  SerializeCheckpointFilled(
+      entries, [&](size_t i, char* dst) { std::memcpy(dst, entries[i].data, entries[i].bytes); },
+      &out);
   return out;
 }
 

@@ -61,7 +61,6 @@ void EncodeStateInto(const NamedState& state, std::string* out) {
   // Float64 state converts straight into the encoding; other state is converted first.
   std::vector<at::Tensor> sources;
   sources.reserve(state.size());
-  std::vector<std::string> names;
   std::vector<store::StateEntry> entries;
   entries.reserve(state.size());
   at::NoGradGuard no_grad;
@@ -71,7 +70,6 @@ void EncodeStateInto(const NamedState& state, std::string* out) {
       throw Error("checkpoint: state '" + name + "' is not a floating-point tensor");
     v = v.scalar_type() == at::kDouble ? v.contiguous() : v.to(at::kFloat).contiguous();
     sources.push_back(v);
-    names.push_back(name);
     store::StateEntry e;
     e.name = name;
     e.dtype = static_cast<uint8_t>(store::DType::kFloat32);
@@ -84,7 +82,7 @@ void EncodeStateInto(const NamedState& state, std::string* out) {
       [&](size_t i, char* dst) {
         const at::Tensor& v = sources[i];
         if (v.scalar_type() == at::kDouble) {
-          DoublesToFloats(names[i], v.data_ptr<double>(), v.numel(), dst);
+          DoublesToFloats(entries[i].name, v.data_ptr<double>(), v.numel(), dst);
         } else {
           std::memcpy(dst, v.data_ptr(), entries[i].bytes);
         }

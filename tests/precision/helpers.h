@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/precision/kernels.h"
+#include "runtime/precision/round.h"
 
 namespace vt::precision::testing {
 
@@ -34,6 +35,15 @@ inline bool SameBits(const at::Tensor& a, const at::Tensor& b) {
   if (a.numel() == 0) return true;  // (an empty tensor's data pointer may be null)
   return std::memcmp(a.contiguous().data_ptr(), b.contiguous().data_ptr(),
                      static_cast<size_t>(a.numel()) * sizeof(double)) == 0;
+}
+
+// Rounding options of `bits` bits, band and absolute term (the rest at their defaults).
+inline RoundOptions Options(int bits, double band, double alpha) {
+  RoundOptions o;
+  o.bits = bits;
+  o.band = band;
+  o.alpha = alpha;
+  return o;
 }
 
 inline uint64_t Bits(double d) {

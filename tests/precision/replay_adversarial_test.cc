@@ -33,17 +33,10 @@ using vt::precision::ReplayReport;
 using vt::precision::RoundOptions;
 using vt::precision::testing::Bits;
 using vt::precision::testing::IsaGuard;
+using vt::precision::testing::Options;
 using vt::precision::testing::ToTensor;
 using vt::precision::testing::ToVector;
 namespace oracle = vt::precision::oracle;
-
-RoundOptions Opts(int bits, double band, double alpha) {
-  RoundOptions o;
-  o.bits = bits;
-  o.band = band;
-  o.alpha = alpha;
-  return o;
-}
 
 // FP32 grid neighbours of a grid value (signed), one b-step up and down in value.
 double StepUp(double v, int bits) {
@@ -166,6 +159,24 @@ std::string Describe(const Case& c, const RoundOptions& o, double got, double wa
   return s.str();
 }
 
+// The replay's values and counts against the oracle's, warning about the first mismatches.
+void CheckReplay(const std::vector<Case>& cs, const RoundOptions& o, const Expect& e,
+                 const vt::precision::ReplayResult& r, int* reported) {
+  const std::vector<double> got = ToVector(r.rounded);
+  int bad = 0;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (Bits(got[i]) != Bits(e.result[i])) {
+      if ((*reported)++ < 10) WARN(Describe(cs[i], o, got[i], e.result[i]));
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+  CHECK(r.report.corrections == e.corrections);
+  CHECK(r.report.illegitimate == e.illegitimate);
+  CHECK(r.report.near_misses == e.near_misses);
+  CHECK(r.report.steerable == e.steerable);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -178,7 +189,7 @@ TEST_CASE(
   for (int bits : {32, 24, 10}) {
     for (double band : {0.0, 1.0 / 16, 0.25, 0.3, 0.5}) {
       for (double ratio : {0.0, 1.0 / 64, 1.0 / 16, 0.2, 0.25, 0.3, 0.5, 1.0, 5.0}) {
-        const RoundOptions o = Opts(bits, band, ratio == 0 ? 0.0 : alpha);
+        const RoundOptions o = Options(bits, band, ratio == 0 ? 0.0 : alpha);
         const std::vector<double> xs = Values(bits, ratio + band, gen);
         std::vector<double> ms;
         for (double x : xs) {
@@ -197,20 +208,7 @@ TEST_CASE(
           vt::precision::SetKernelIsa(isa);
           INFO("isa " << vt::precision::KernelIsaName(isa) << " bits " << bits << " band " << band
                       << " ratio " << ratio);
-          const auto r = Replay(ToTensor(xv), rec, o, {}, ToTensor(mv));
-          const std::vector<double> got = ToVector(r.rounded);
-          int bad = 0;
-          for (size_t i = 0; i < cs.size(); ++i) {
-            if (Bits(got[i]) != Bits(e.result[i])) {
-              if (reported++ < 10) WARN(Describe(cs[i], o, got[i], e.result[i]));
-              ++bad;
-            }
-          }
-          CHECK(bad == 0);
-          CHECK(r.report.corrections == e.corrections);
-          CHECK(r.report.illegitimate == e.illegitimate);
-          CHECK(r.report.near_misses == e.near_misses);
-          CHECK(r.report.steerable == e.steerable);
+          CheckReplay(cs, o, e, Replay(ToTensor(xv), rec, o, {}, ToTensor(mv)), &reported);
         }
       }
     }
@@ -272,7 +270,7 @@ TEST_CASE("replay: bounded and own-magnitude replays agree with the oracle on ad
   int reported = 0;
   for (int bits : {32, 24, 10}) {
     for (double ratio : {1.0 / 64, 1.0 / 16, 0.2, 0.25, 0.3, 0.5, 1.0, 5.0}) {
-      const RoundOptions o = Opts(bits, 0.0, alpha);
+      const RoundOptions o = Options(bits, 0.0, alpha);
       const std::vector<double> xs = Values(bits, ratio, gen);
       std::vector<double> ms;
       for (double x : xs) ms.push_back(ratio * oracle::SpacingOf(std::fabs(x), bits) / alpha);
@@ -320,20 +318,7 @@ TEST_CASE("replay: bounded and own-magnitude replays agree with the oracle on ad
         std::vector<Case> co = cs;
         for (Case& c : co) c.m = std::fabs(c.x);
         const Expect eo = OracleOf(co, oo);
-        const auto r = Replay(ToTensor(xv), rec, oo);
-        const std::vector<double> got = ToVector(r.rounded);
-        int bad = 0;
-        for (size_t i = 0; i < co.size(); ++i) {
-          if (Bits(got[i]) != Bits(eo.result[i])) {
-            if (reported++ < 10) WARN(Describe(co[i], oo, got[i], eo.result[i]));
-            ++bad;
-          }
-        }
-        CHECK(bad == 0);
-        CHECK(r.report.corrections == eo.corrections);
-        CHECK(r.report.illegitimate == eo.illegitimate);
-        CHECK(r.report.near_misses == eo.near_misses);
-        CHECK(r.report.steerable == eo.steerable);
+        CheckReplay(co, oo, eo, Replay(ToTensor(xv), rec, oo), &reported);
       }
     }
   }
@@ -350,7 +335,7 @@ TEST_CASE("replay: below the midpoint to 2^128 the steerable count errs upward, 
   const double g = 0x1p104;                            // its spacing
   const double xp = std::nextafter(M + 0.5 * g, 0.0);  // rounds to M, 1 ulp below the midpoint
   const double m = 1.0;                                // magnitude
-  const RoundOptions o = Opts(32, 0.0, g / 64);        // w' = g/64 (times the slack)
+  const RoundOptions o = Options(32, 0.0, g / 64);     // w' = g/64 (times the slack)
   for (auto isa : vt::precision::SupportedKernelIsas()) {
     vt::precision::SetKernelIsa(isa);
     INFO("variant " << vt::precision::KernelIsaName(isa));

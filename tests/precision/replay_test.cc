@@ -27,19 +27,12 @@ using vt::precision::Round;
 using vt::precision::RoundOptions;
 using vt::precision::testing::Bits;
 using vt::precision::testing::IsaGuard;
+using vt::precision::testing::Options;
 using vt::precision::testing::ToTensor;
 using vt::precision::testing::ToVector;
 namespace oracle = vt::precision::oracle;
 
 double P2(int e) { return std::ldexp(1.0, e); }
-
-RoundOptions Options(int bits, double band, double alpha) {
-  RoundOptions o;
-  o.bits = bits;
-  o.band = band;
-  o.alpha = alpha;
-  return o;
-}
 
 double MaxAbs(const std::vector<double>& xs) {
   double m = 0;
