@@ -234,7 +234,9 @@ class Store {
   // PutCheckpoint in the background, as WriteStepBehind writes a step: checks the leaf and
   // the encoding here (the same errors, thrown here), then hashes and writes it on another
   // thread and returns (GPT 4x256's 39 MB took 0.10 s of a trainer's step to hash and
-  // write). Later calls wait for it and throw its error as for a step written behind.
+  // write). Later calls wait for it and throw its error as for a step written behind. A
+  // run's last leaf is written before it returns, as PutCheckpoint writes it: a finished run
+  // is whole in the store, flushed, when its last checkpoint call returns.
   void PutCheckpointBehind(std::string_view run, uint64_t leaf,
                            std::shared_ptr<const std::string> checkpoint);
 

@@ -333,6 +333,12 @@ void Store::PutCheckpointBehind(std::string_view run, uint64_t leaf,
     auto g = OpenLock();
     std::lock_guard<std::mutex> w(write_mu_);
     CheckCheckpointWrite(run, leaf, *checkpoint, {});
+    // A run's last leaf is written here: a finished run is whole in the store (and flushed)
+    // when this returns, for a reader that opens it, a copy of the directory or a kill.
+    if (leaf + 1 == WriterState(run).info.total_leaves()) {
+      CommitCheckpoint(run, leaf, *checkpoint, {});
+      return;
+    }
   }
   behind_what_ = "the checkpoint of leaf " + std::to_string(leaf) + " of run " + Quote(run);
   PendingWork pending;  // the exit waits for this write (store/pending_work.h)

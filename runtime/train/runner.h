@@ -194,8 +194,7 @@ class Runner {
   int64_t step_ = 0;
 
  private:
-  // Stores leaf `leaf` of the current state; `last`: the run's last leaf.
-  void Checkpoint(uint64_t leaf, bool last);
+  void Checkpoint(uint64_t leaf);
   // Data parallelism: merges the other ranks' parts of the step report into rank 0's.
   void GatherReports(const nn::StepContext& context, StepReport* report);
   // Data parallelism: throws on every rank unless all ranks hold the same state.

@@ -172,7 +172,8 @@ void PutKatCheckpointBehind(Store& s, uint64_t leaf) {
   s.PutCheckpointBehind("kat", leaf, std::make_shared<const std::string>(KatCheckpoint(leaf)));
 }
 
-TEST_CASE("store: checkpoints written behind give the known-answer run", "[store]") {
+TEST_CASE("store: checkpoints written behind give the known-answer run, the last one at once",
+          "[store]") {
   TempDir dir;
   auto s = Store::Open(dir.Sub("db"));
   s->CreateRun("kat", RunConfig{"kat-spec", 2, 3, ""});
@@ -181,7 +182,15 @@ TEST_CASE("store: checkpoints written behind give the known-answer run", "[store
     WriteKatStepBehind(*s, step);  // waits for the checkpoint before it
     if (step == 2) PutKatCheckpointBehind(*s, 1);
   }
-  PutKatCheckpointBehind(*s, 2);
+  PutKatCheckpointBehind(*s, 2);  // the last leaf: written before the call returns
+  {
+    StoreOptions ro;
+    ro.read_only = true;
+    auto reader = Store::Open(dir.Sub("db"), ro);  // another instance, which waits for nothing
+    REQUIRE(reader->GetRun("kat").has_value());
+    CHECK(reader->GetRun("kat")->complete());
+    CHECK(ToHex(reader->Root("kat")) == testing::kKatRoot);
+  }
   // Another thread reads at once: the read waits for the write.
   std::string root;
   std::thread reader([&] { root = ToHex(s->Root("kat")); });
