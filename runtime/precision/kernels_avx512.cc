@@ -980,6 +980,26 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
   AddReplayCounts(c, max_r, bad_m, tally);
 }
 
+// 8 lanes of RoundZeroWindow at b = 32 by the hardware's conversion to FP32 and back: false,
+// writing nothing, when some valid lane comes back infinite or NaN (out of range, or NaN in:
+// the checked path reports it). Round to nearest, ties to even, on FP32's grid with its
+// subnormals: rnd_b's grid at b = 32 (spacing 2^-149 at zero), sign of zero kept. Only without
+// flush-to-zero and denormals-are-zero (HardwareRoundsLikeFp32).
+VT_AVX512 inline bool RoundZeroFp32x8(const double* x, double* out, __mmask8 valid) {
+  const __m512d v = valid == 0xff ? _mm512_loadu_pd(x) : _mm512_maskz_loadu_pd(valid, x);
+  const __m512d r =
+      _mm512_cvtps_pd(_mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  // fpclass 0x99: QNaN (0x01), +inf (0x08), -inf (0x10), SNaN (0x80).
+  if (_mm512_mask_fpclass_pd_mask(valid, r, 0x99) != 0) return false;
+  Store8(out, valid, _mm512_castpd_si512(r));
+  return true;
+}
+
+// Whether MXCSR leaves FP32 results and FP64 inputs as IEEE-754 has them (FTZ, bit 15, and
+// DAZ, bit 6, clear): a library may set them, and the conversion path would then flush FP32
+// subnormals that rnd_b keeps. (The conversion's rounding is set per instruction.)
+VT_AVX512 inline bool HardwareRoundsLikeFp32() { return (_mm_getcsr() & 0x8040u) == 0; }
+
 VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, double* out, int64_t n,
                                RoundTally* tally) {
   const KernelParams p = params;  // a local copy: the output stores cannot alias it
@@ -987,8 +1007,12 @@ VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, doub
   __mmask8 bad_m = 0;
   int64_t steerable = 0;  // stays 0: nothing is steerable under the zero window
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
+  // At b = 32 rnd_b is the hardware's FP32 conversion: about half the integer path's vector
+  // instructions.
+  const bool fp32 = p.k == 0 && HardwareRoundsLikeFp32();
   auto round8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
-    if (RoundZeroBits8(bits, x + i, out + i, valid)) return;
+    if (fp32 ? RoundZeroFp32x8(x + i, out + i, valid) : RoundZeroBits8(bits, x + i, out + i, valid))
+      return;
     RoundLog8<Shape::kAbsolute, Mag::kScale>(p, x + i, nullptr, out + i, valid, &max_r, &steerable,
                                              &bad_m);
   };

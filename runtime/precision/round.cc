@@ -205,10 +205,15 @@ constexpr int64_t kCrcBlock = static_cast<int64_t>(store::kCrc32cBlock / sizeof(
 
 std::atomic<int64_t> checksummed_blocks{0};
 
+// crc extended over out's count doubles from begin.
+uint32_t ExtendCrc(uint32_t crc, const double* out, int64_t begin, int64_t count) {
+  return store::Crc32cExtend(crc, reinterpret_cast<const uint8_t*>(out + begin),
+                             static_cast<size_t>(count) * sizeof(double));
+}
+
 uint32_t BlockCrc(const double* out, int64_t begin, int64_t count) {
   checksummed_blocks.fetch_add(1, std::memory_order_relaxed);
-  return store::Crc32cExtend(0, reinterpret_cast<const uint8_t*>(out + begin),
-                             static_cast<size_t>(count) * sizeof(double));
+  return ExtendCrc(0, out, begin, count);
 }
 
 // Calls span(begin, end) over [0, n) in blocks of kCrcBlock elements, on the calling thread
@@ -733,18 +738,25 @@ void RunChain(std::vector<ChainLink>* links, bool replay, Make make, Keep keep) 
   std::vector<Tally> totals(k);
   HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
     std::vector<Tally> t(k);
+    // A full chunk's CRC is extended block by block, each block right after its span wrote
+    // it (in L1): read back after the whole chunk, the links' chunks (k x 256 KiB) no longer
+    // fit in L2.
+    const int64_t b = begin / kCrcBlock;
+    std::vector<uint32_t> running(k, 0);
     for (int64_t s = begin; s < end; s += kProduceBlock) {
       const int64_t e = std::min(end, s + kProduceBlock);
       for (size_t j = 0; j < k; ++j) {
         (*links)[j].produce(s, e);
         passes[j].Span(s, e, &t[j]);
+        if ((*links)[j].output_crc != nullptr && b < full) {
+          running[j] = ExtendCrc(running[j], (*links)[j].out.data_ptr<double>(), s, e - s);
+        }
       }
     }
-    const int64_t b = begin / kCrcBlock;
     for (size_t j = 0; j < k; ++j) {
       if ((*links)[j].output_crc == nullptr || b >= full) continue;
-      crcs[j][static_cast<size_t>(b)] =
-          BlockCrc((*links)[j].out.data_ptr<double>(), begin, kCrcBlock);
+      crcs[j][static_cast<size_t>(b)] = running[j];
+      checksummed_blocks.fetch_add(1, std::memory_order_relaxed);
     }
     std::lock_guard<std::mutex> lock(mu);
     for (size_t j = 0; j < k; ++j) totals[j] += t[j];

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <xmmintrin.h>
 #include <functional>
 #include <limits>
 #include <string>
@@ -702,6 +703,36 @@ TEST_CASE("replay: an exact boundary's record (zero window, all NONE) replays as
     }
   }
   CHECK(ties_seen > 100);  // the ties are there, so a kernel that misses them fails
+}
+
+TEST_CASE("round: an exact boundary at b = 32 keeps FP32 subnormals under flush-to-zero") {
+  // RoundZeroWindow converts to FP32 in hardware at b = 32. A library may leave MXCSR's
+  // flush-to-zero (FTZ) and denormals-are-zero (DAZ) set; the conversion would then flush the
+  // FP32 subnormals that rnd_b keeps. The kernel must see that and take its integer path.
+  IsaGuard guard;
+  const std::vector<double> xs = {3e-40, -3e-40, 1.4e-45, 0x1p-140 + 0x1p-160, -0x1p-149 * 3.5,
+                                  1.0,   0x1p-126, 0x1p-127, 5e-324,               -5e-324};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  vt::precision::KernelParams p;  // k = 0: b = 32; band 0, alpha_scale 0: the zero window
+  p.band = 0.0;
+  p.alpha_scale = 0.0;
+  std::vector<double> want(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) want[i] = vt::precision::RoundValue(xs[i], 32);
+  REQUIRE(want[0] != 0.0);  // an FP32 subnormal, not flushed
+  const unsigned int saved = _mm_getcsr();
+  for (unsigned int flags : {0x0u, 0x8000u, 0x0040u, 0x8040u}) {
+    for (KernelIsa isa : vt::precision::SupportedKernelIsas()) {
+      vt::precision::SetKernelIsa(isa);
+      INFO("MXCSR flags " << flags << ", variant " << vt::precision::KernelIsaName(isa));
+      std::vector<double> out(xs.size());
+      vt::precision::RoundTally t;
+      _mm_setcsr((saved & ~0x8040u) | flags);
+      vt::precision::RoundSpan(p, xs.data(), out.data(), nullptr, n, &t);
+      _mm_setcsr(saved);
+      CHECK_FALSE(t.out_of_range);
+      CHECK(std::memcmp(out.data(), want.data(), out.size() * sizeof(double)) == 0);
+    }
+  }
 }
 
 TEST_CASE("round: kernel variants agree on every span length, window shape and value class") {
