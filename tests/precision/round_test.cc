@@ -4,6 +4,7 @@
 #include "runtime/precision/round.h"
 
 #include <ATen/ATen.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -11,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <xmmintrin.h>
 #include <functional>
 #include <limits>
 #include <string>
@@ -710,8 +710,9 @@ TEST_CASE("round: an exact boundary at b = 32 keeps FP32 subnormals under flush-
   // flush-to-zero (FTZ) and denormals-are-zero (DAZ) set; the conversion would then flush the
   // FP32 subnormals that rnd_b keeps. The kernel must see that and take its integer path.
   IsaGuard guard;
-  const std::vector<double> xs = {3e-40, -3e-40, 1.4e-45, 0x1p-140 + 0x1p-160, -0x1p-149 * 3.5,
-                                  1.0,   0x1p-126, 0x1p-127, 5e-324,               -5e-324};
+  const std::vector<double> xs = {3e-40,           -3e-40, 1.4e-45,  0x1p-140 + 0x1p-160,
+                                  -0x1p-149 * 3.5, 1.0,    0x1p-126, 0x1p-127,
+                                  5e-324,          -5e-324};
   const int64_t n = static_cast<int64_t>(xs.size());
   vt::precision::KernelParams p;  // k = 0: b = 32; band 0, alpha_scale 0: the zero window
   p.band = 0.0;
