@@ -732,6 +732,15 @@ TEST_CASE("round: an exact boundary at b = 32 keeps FP32 subnormals under flush-
       _mm_setcsr(saved);
       CHECK_FALSE(t.out_of_range);
       CHECK(std::memcmp(out.data(), want.data(), out.size() * sizeof(double)) == 0);
+      // What the conversion turns into an infinity or NaN is reported, not stored.
+      for (double bad : {std::nan(""), HUGE_VAL, -HUGE_VAL, 0x1p128, -0x1p200,
+                         0x1p128 - 0x1p103 /* ties up to 2^128 */}) {
+        std::vector<double> in = xs;
+        in[3] = bad;
+        vt::precision::RoundTally tb;
+        vt::precision::RoundSpan(p, in.data(), out.data(), nullptr, n, &tb);
+        CHECK(tb.out_of_range);
+      }
     }
   }
 }
@@ -755,7 +764,7 @@ TEST_CASE("round: kernel variants agree on every span length, window shape and v
   const Shape shapes[] = {
       {0, 0.25, 0.0}, {0, 0.0, P2(-30)},  {3, 0.1, P2(-40)},        {0, 0.5, 0.0},
       {9, 0.0, 0.0},  {0, 0.2, P2(-140)}, {0, 0.0, 1.5 * P2(-151)}, {4, 0.0, 1.5 * P2(-147)},
-      {0, 0.1, 0.0},  {5, 0.125, 0.0},    {0, 0.0, P2(-152)}};
+      {0, 0.1, 0.0},  {5, 0.125, 0.0},    {0, 0.0, P2(-152)},       {0, 0.0, 0.0}};
   for (const Shape& shape : shapes) {
     vt::precision::KernelParams p;
     p.k = shape.k;
