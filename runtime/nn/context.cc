@@ -383,6 +383,7 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
     if (mode_ == Mode::kLog) {
       const RecordKey key{p.name, calls[j]};
       if (sink_ != nullptr) sink_->WillWrite(key);
+      written_.insert(key);
       p.record = &(*log_)[key];
       // An exact boundary rounds to nearest and logs nothing (RoundedNamed).
       exact_boundary[j] = p.options.band == 0.0 && p.options.alpha == 0.0;
@@ -516,6 +517,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
     case Mode::kLog: {
       const RecordKey key{boundary, call};
       if (sink_ != nullptr) sink_->WillWrite(key);
+      written_.insert(key);
       precision::LogRecord& record = (*log_)[key];
       // An exact boundary (calibrated: no divergence between machines; or a value every party
       // computes alike under a window without a band) rounds to nearest, ties to even, and
@@ -645,6 +647,7 @@ at::Tensor StepContext::GridShortcut(const std::string& boundary, int32_t call, 
   const RecordKey key{boundary, call};
   if (mode_ == Mode::kLog) {
     if (sink_ != nullptr) sink_->WillWrite(key);
+    written_.insert(key);
     precision::LogRecord& record = (*log_)[key];
     record.ResetToNone(x.numel());
     if (sink_ != nullptr) sink_->Written(key, record);
@@ -711,7 +714,15 @@ StepTrace DecodeTrace(const std::string& bytes) {
     const uint32_t crc =
         (u8(pos + 4) << 24) | (u8(pos + 5) << 16) | (u8(pos + 6) << 8) | u8(pos + 7);
     pos += 8;
-    trace[{name, static_cast<int32_t>(call)}] = crc;
+    // EncodeTrace writes the entries in the order of their keys, each once: any other bytes
+    // are no trace an honest trainer writes.
+    RecordKey key{std::move(name), static_cast<int32_t>(call)};
+    if (!trace.empty() && !(std::prev(trace.end())->first < key)) {
+      throw Error("trace record not canonical at byte " + std::to_string(pos - 10 - len) +
+                  ": its entry for boundary '" + key.first + "' call " +
+                  std::to_string(key.second) + " does not follow the one before in order");
+    }
+    trace.emplace_hint(trace.end(), std::move(key), crc);
   }
   return trace;
 }
@@ -762,14 +773,16 @@ StepLog::iterator StepContext::ReplayRecord(const RecordKey& key, int64_t numel)
 void StepContext::Finish() {
   if (mode_ == Mode::kLog) {
     // Records of an earlier step that this one did not write (their buffers were reused).
+    // Only the records written count: a call number reserved in the forward for a backward
+    // that did not run (an output off the loss's path) is below its counter but unwritten,
+    // and the earlier step's record there is no record of this step.
     for (auto it = log_->begin(); it != log_->end();) {
-      auto calls = calls_.find(it->first.first);
-      const bool written = calls != calls_.end() && it->first.second < calls->second;
-      it = written ? std::next(it) : log_->erase(it);
+      it = written_.count(it->first) != 0 ? std::next(it) : log_->erase(it);
     }
     return;
   }
   if (mode_ != Mode::kReplay) return;
+  if (trace_expected_) CheckTraceCalls();
   for (const auto& [key, bytes] : deferred_) {
     Mismatch("the log has a record for boundary '" + key.first + "' call " +
              std::to_string(key.second) + " at step " + std::to_string(step_) +
@@ -786,6 +799,28 @@ void StepContext::Finish() {
     Mismatch("the log has a record for boundary '" + key.first + "' call " +
              std::to_string(key.second) + " at step " + std::to_string(step_) +
              " that this replay " + (reached ? "did not use" : "never reached"));
+  }
+}
+
+void StepContext::CheckTraceCalls() {
+  // Both maps are sorted by key: one merge.
+  auto want = expected_trace_.begin();
+  auto made = trace_.begin();
+  while (want != expected_trace_.end() || made != trace_.end()) {
+    if (made == trace_.end() || (want != expected_trace_.end() && want->first < made->first)) {
+      Mismatch("the trace names boundary '" + want->first.first + "' call " +
+               std::to_string(want->first.second) + " at step " + std::to_string(step_) +
+               ", a call this replay never made");
+      ++want;
+    } else if (want == expected_trace_.end() || made->first < want->first) {
+      Mismatch("the trace has no entry for boundary '" + made->first.first + "' call " +
+               std::to_string(made->first.second) + " at step " + std::to_string(step_) +
+               ", a call this replay made");
+      ++made;
+    } else {
+      ++want;
+      ++made;
+    }
   }
 }
 

@@ -291,8 +291,14 @@ class StepContext {
   // Logging and replay keep a trace of the rounded values (see StepTrace).
   const StepTrace& trace() const { return trace_; }
   // Replay: the trainer's trace to compare against; the first boundary call whose values
-  // differ is reported by divergence() ("" while none does).
-  void set_expected_trace(StepTrace trace) { expected_trace_ = std::move(trace); }
+  // differ is reported by divergence() ("" while none does). Its entries are the boundary
+  // calls the trainer made (those of this process's shards, in a group): Finish() counts as a
+  // log mismatch each entry this replay did not make and each call it made without one, since
+  // an honest trainer's trace names exactly the calls its step made.
+  void set_expected_trace(StepTrace trace) {
+    expected_trace_ = std::move(trace);
+    trace_expected_ = true;
+  }
   // Replay: records left encoded (too large to decode before the step, see
   // Auditor::PrepareStep), decoded when their boundary call comes, with its tensor's size as
   // the limit on what they may declare: a record never makes the replay hold more states
@@ -373,8 +379,10 @@ class StepContext {
   std::map<std::string, int32_t> calls_;
   std::map<std::string, BoundaryStats> stats_;
   std::set<RecordKey> used_;  // replay: the records a boundary call used (or found unfit)
+  std::set<RecordKey> written_;  // log: the records this step wrote (Finish drops the rest)
   StepTrace trace_;
   StepTrace expected_trace_;
+  bool trace_expected_ = false;  // set_expected_trace was called (an empty trace is one too)
   std::map<RecordKey, std::string> deferred_;
   std::string divergence_;
   int64_t log_mismatches_ = 0;
@@ -437,6 +445,8 @@ class StepContext {
                           const precision::RoundOptions& options);
 
   void Mismatch(const std::string& what);
+  // Replay: the mismatches between the expected trace's entries and the calls made.
+  void CheckTraceCalls();
   // Replay: the record of `key` in the step's log, decoding a deferred one for a tensor of
   // `numel` elements first (one that does not decode for it is a mismatch, and dropped);
   // log_->end() if there is none.

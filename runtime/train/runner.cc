@@ -204,6 +204,27 @@ void Runner::GatherReports(const nn::StepContext& context, StepReport* report) {
   }
 }
 
+std::string Runner::UnknownOverridesOfFirstStep(
+    const std::map<std::string, nn::BoundaryStats>& seen) {
+  if (!options_.group) return UnknownBoundaryOverrides(windows_, seen);
+  std::string names;
+  for (const auto& [name, stats] : seen) names += name + '\n';
+  std::string error;
+  try {
+    AgreeOrThrow(*options_.group, names, [this](const std::vector<std::string>& per_rank) {
+      std::map<std::string, nn::BoundaryStats> all;
+      for (const std::string& part : per_rank) {
+        for (size_t at = 0, end; (end = part.find('\n', at)) != std::string::npos; at = end + 1)
+          all.emplace(part.substr(at, end - at), nn::BoundaryStats{});
+      }
+      return UnknownBoundaryOverrides(windows_, all);
+    });
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  return error;
+}
+
 void Runner::CheckRanksAgree(int64_t step) {
   dist::Group& g = *options_.group;
   AgreeOrThrow(g, store::ToHex(store::Sha256Of(StateBytes())),
@@ -277,7 +298,8 @@ StepReport Runner::Step() {
     if (!encoder_) encoder_ = std::make_unique<RecordEncoder>();
     context.set_record_sink(encoder_.get());
   }
-  if (!expected_trace_.empty()) context.set_expected_trace(std::move(expected_trace_));
+  if (expected_trace_given_) context.set_expected_trace(std::move(expected_trace_));
+  expected_trace_given_ = false;
   for (const std::string& what : undecodable_) context.CountLogMismatch(what);
   undecodable_.clear();
   if (!deferred_.empty()) context.set_deferred_records(std::move(deferred_));
@@ -296,12 +318,14 @@ StepReport Runner::Step() {
   const ShardPlan plan = ShardPlan::For(spec_.shards(), options_.group.get());
   StepResult result = TrainStep(*model_, *optimizer_, *options_.data, spec_.seed(), spec_.batch(),
                                 step, context, &deviation, &plan);
-  if (!names_checked_ && !context.stats().empty()) {
-    // The first step this runner takes shows the model's boundaries; a window override that
-    // names none of them (a typo) would sit in the spec's hash doing nothing. The model has
-    // taken the step in memory, so the runner refuses to go on rather than store it.
-    names_checked_ = true;
-    broken_ = UnknownBoundaryOverrides(windows_, context.stats());
+  if (step == 1 && context.rounds() && !windows_.by_boundary.empty()) {
+    // A window override that names no boundary of the model (a typo) would sit in the spec's
+    // hash doing nothing. The run's first step decides, for every party alike: a model whose
+    // boundaries depend on the batch reaches different ones at other steps, and a party that
+    // starts later (a judge, a resumed runner) must not refuse what the one that took step 1
+    // accepted. In a group, over the boundaries of every rank's shards. The model has taken
+    // the step in memory, so the runner refuses to go on rather than store it.
+    broken_ = UnknownOverridesOfFirstStep(context.stats());
     if (!broken_.empty()) throw Error(broken_);
   }
   phase = Clock::now();
@@ -655,7 +679,8 @@ Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> reco
       } else {
         traced = true;
         try {
-          expected_trace_ = nn::DecodeTrace(r.value);
+          expected_trace_ = TraceOfMyShards(nn::DecodeTrace(r.value));
+          expected_trace_given_ = true;
         } catch (const std::exception& e) {
           expected_trace_.clear();  // no divergence diagnostics for this step
           error = e.what();
@@ -671,7 +696,23 @@ Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> reco
     }
     encoded.emplace_back(key, std::move(r.value));
   }
+  // Every honest step commits its trace (an empty step an empty one): a step without one is
+  // no step an honest trainer writes.
+  if (!traced) {
+    undecodable_.push_back("step " + std::to_string(step) + " has no trace record ('" +
+                           std::string(nn::kTraceBoundary) + "' call 0)");
+  }
   return encoded;
+}
+
+nn::StepTrace Auditor::TraceOfMyShards(nn::StepTrace trace) const {
+  if (!options_.group) return trace;
+  const dist::Group& g = *options_.group;
+  for (auto it = trace.begin(); it != trace.end();) {
+    const int owner = OwnerRank(it->first.first, spec_.shards(), g.world());
+    it = owner < 0 || owner == g.rank() ? std::next(it) : trace.erase(it);
+  }
+  return trace;
 }
 
 Encoded Auditor::FinishStep(int64_t, const nn::StepContext&, const nn::StepLog&, Encoded prepared) {

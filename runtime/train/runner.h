@@ -169,6 +169,7 @@ class Runner {
   // Set by an auditor's PrepareStep: the trainer's trace of the step, and the records it
   // could not decode (dropped from the step's log), counted as log mismatches by Step.
   nn::StepTrace expected_trace_;
+  bool expected_trace_given_ = false;  // the step's trace decoded (it may be empty)
   std::vector<std::string> undecodable_;
   std::map<nn::RecordKey, std::string> deferred_;  // records decoded at their boundary
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
@@ -199,8 +200,9 @@ class Runner {
   void GatherReports(const nn::StepContext& context, StepReport* report);
   // Data parallelism: throws on every rank unless all ranks hold the same state.
   void CheckRanksAgree(int64_t step);
-  bool names_checked_ =
-      false;            // the spec's per-boundary windows checked against a step's boundaries
+  // The spec's window overrides that name no boundary `seen` in step 1 (in a group, no
+  // boundary of any rank's step 1), as UnknownBoundaryOverrides words them ("" when none).
+  std::string UnknownOverridesOfFirstStep(const std::map<std::string, nn::BoundaryStats>& seen);
   std::string broken_;  // why this runner refuses to go on ("" while it can)
   // The bytes of the last checkpoint handed to the store (Checkpoint), reused for the next.
   std::shared_ptr<std::string> checkpoint_bytes_;
@@ -251,6 +253,9 @@ class Auditor : public Runner {
   std::vector<std::pair<nn::RecordKey, std::string>> FinishDecoding(
       int64_t step, std::vector<store::LogRecord> records, const std::vector<std::string>& errors,
       nn::StepLog* log);
+  // The entries of a trainer's trace for the boundary calls this process makes: in a group,
+  // its own shards' and the shared ones.
+  nn::StepTrace TraceOfMyShards(nn::StepTrace trace) const;
   // Reads and decodes the records of `step` on a background thread (RunnerOptions::read_ahead).
   void StartReadAhead(int64_t step);
   RecordSource records_;

@@ -204,8 +204,8 @@ std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data) {
 std::string UnknownBoundaryOverrides(const nn::WindowTable& windows,
                                      const std::map<std::string, nn::BoundaryStats>& seen) {
   std::string out;
-  // A sharded step names its boundaries "s<k>/name"; a process sees only its own shards, so
-  // overrides are matched on plain names (every process sees every plain name).
+  // A sharded step names its boundaries "s<k>/name"; overrides are matched on plain names
+  // (`seen` holds every shard's step 1: Runner::UnknownOverridesOfFirstStep gathers them).
   std::set<std::string> plain_seen;
   for (const auto& [name, stats] : seen) {
     std::string plain;
@@ -226,8 +226,9 @@ std::string UnknownBoundaryOverrides(const nn::WindowTable& windows,
            (nearest.empty() ? "" : " (nearest: " + nearest + ")");
   }
   if (out.empty()) return out;
-  return "the spec's round.boundaries names boundaries this model does not have: " + out +
-         "; no step of this run was stored";
+  return "the spec's round.boundaries names boundaries the model did not reach in the run's "
+         "first step: " +
+         out + "; no step of this run was stored (an override must name a boundary of step 1)";
 }
 
 }  // namespace vt::train

@@ -31,7 +31,7 @@ void CheckLogsSpec(store::Store& store, const std::string& run, const Spec& spec
 std::string ModelDataMisfit(const Spec& spec, const data::Dataset& data);
 
 // "" when every per-boundary window override of `windows` names a boundary in `seen` (the
-// boundaries a step of the model went through); else an error message naming the unknown
+// boundaries of the run's first step, every shard's); else an error message naming the unknown
 // ones and, for each, the model's nearest names.
 std::string UnknownBoundaryOverrides(const nn::WindowTable& windows,
                                      const std::map<std::string, nn::BoundaryStats>& seen);

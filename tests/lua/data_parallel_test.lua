@@ -195,6 +195,67 @@ end
   end
 end)
 
+suite:test("a window override on a boundary only some shards reach at step 1 is checked over every rank", function()
+  -- `extra` runs only where pixel 10 of the shard's first example is positive: at step 1 in
+  -- shard 0 alone (checked by the probe). Each rank checked the override against its own
+  -- shards before 2026-12-05: rank 1 refused the spec and the group failed ("Connection
+  -- closed by peer"), where one process accepted it. The check now takes every rank's step 1.
+  local dir = tmp .. "/override"
+  vt.fs.mkdir(dir)
+  local worker = dir .. "/worker.lua"
+  local f = assert(io.open(worker, "wb"))
+  f:write([==[
+local role, dir = arg[1], arg[2]
+local source = [[
+local nn = vt.nn
+local M = nn.Module{kind = "Heads",
+  init = function(self) self.fc = nn.Linear(64, 4); self.extra = nn.Linear(64, 4) end,
+  forward = function(self, x)
+    local flat = nn.F.flatten(x)
+    local a, b = nn.F.fork(flat)
+    local y = self.fc(a)
+    local v = flat[1][10]
+    if type(v) ~= "number" then v = v:item() end
+    if v > 0 then y = nn.F.add(y, self.extra(b)) end
+    return y
+  end}
+return M()
+]]
+local data = vt.data.synthetic{size = 512, input_shape = {1, 8, 8}, classes = 4, seed = 3}
+local spec = vt.spec{model = vt.nn.model{source = source}, data = data, steps = 4, batch = 16, seed = 3,
+                     checkpoint_every = 2, shards = 2, optim = vt.optim.sgd{lr = 0.05},
+                     round = {bits = 32, band = 1 / 16, boundaries = {["extra:fwd"] = {band = 0.25}}}}
+local rank = vt.dist.rank()
+if role == "probe" then
+  local report = vt.trainer{spec = spec, data = data, mode = "rounded"}:step()
+  print("step 1: s0 " .. tostring(report.boundaries["s0/extra:fwd"] ~= nil) .. " s1 "
+        .. tostring(report.boundaries["s1/extra:fwd"] ~= nil))
+elseif role == "train" then
+  local r = vt.trainer{spec = spec, data = data, store = rank == 0 and vt.store.open(dir .. "/trainer") or nil,
+                       run = "run"}:run{progress = false}
+  if rank == 0 then print("root: " .. r.root) end
+else
+  local a = vt.auditor{spec = spec, data = data, logs = rank == 0 and vt.store.open(dir .. "/trainer", {read_only = true}) or nil,
+                       logs_run = "run", store = rank == 0 and vt.store.open(dir .. "/audit-" .. vt.dist.world()) or nil}
+  local r = a:run{progress = false}
+  if rank == 0 then print("root: " .. r.root .. " mismatches " .. r.log_mismatches) end
+end
+]==])
+  f:close()
+  local status, out = sh(string.format("%s %s probe %s", vtrun, worker, dir))
+  T.assert_eq(status, 0, out)
+  T.assert_true(out:find("step 1: s0 true s1 false", 1, true) ~= nil, out)
+  status, out = sh(string.format("%s --nproc 2 %s train %s", vtrun, worker, dir))
+  T.assert_eq(status, 0, out)
+  local root = out:match("root: (%x+)")
+  for _, n in ipairs{1, 2} do
+    local st, o = sh(string.format("%s --nproc %d %s audit %s", vtrun, n, worker, dir))
+    T.assert_eq(st, 0, o)
+    T.assert_eq(o:match("root: (%x+)"), root, o)
+    T.assert_eq(tonumber(o:match("mismatches (%d+)")), 0, o)
+  end
+end)
+
 suite:test("the verification game decides on runs of sharded specs", function()
   local dir = tmp .. "/game"
   local lib = dofile("../../scripts/experiments/lib.lua")

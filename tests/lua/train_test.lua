@@ -119,7 +119,7 @@ s:test("a window for a boundary the model does not have is refused at the first 
                                                                                  ["fc0:fwd"] = {band = 0.125}}}}
   local store = vt.store.open(dir .. "/t-typo")
   local trainer = vt.trainer{spec = spec, data = data, store = store}
-  local message = "round.boundaries names boundaries this model does not have: 'fc9:fwd' (nearest: fc0:fwd, fc1:fwd"
+  local message = "round.boundaries names boundaries the model did not reach in the run's first step: 'fc9:fwd' (nearest: fc0:fwd, fc1:fwd"
   T.assert_error(function() trainer:step() end, message, true)
   T.assert_error(function() trainer:step() end, message, true)  -- and it stays refused
   T.assert_eq(store:run("run"):info().steps_written, 0)
