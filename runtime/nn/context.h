@@ -378,7 +378,7 @@ class StepContext {
   StepLog* log_;
   std::map<std::string, int32_t> calls_;
   std::map<std::string, BoundaryStats> stats_;
-  std::set<RecordKey> used_;  // replay: the records a boundary call used (or found unfit)
+  std::set<RecordKey> used_;     // replay: the records a boundary call used (or found unfit)
   std::set<RecordKey> written_;  // log: the records this step wrote (Finish drops the rest)
   StepTrace trace_;
   StepTrace expected_trace_;
