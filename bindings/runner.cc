@@ -148,9 +148,10 @@ int AuditorNew(lua_State* L) {
   CheckTable(L, 1);
   CheckOptions(L, 1, api,
                {"spec", "data", "store", "run", "profile", "metadata", "logs", "logs_run", "init",
-                "start", "capture"});
+                "start", "capture", "near_limit"});
   SpecPtr spec;
   train::RunnerOptions o = ReadRunnerOptions(L, api, &spec, false);
+  o.count_near_limit = OptBoolean(L, 1, api, "near_limit").value_or(false);
   // logs: the trainer (its store and run), a store holding the trainer's run `logs_run`, or
   // "given" (records passed to each runner:step(records) call).
   lua_getfield(L, 1, "logs");
@@ -234,7 +235,8 @@ void SetCounts(lua_State* L, const Counts& c) {
                  {"steered_unlogged", static_cast<double>(c.steered_unlogged)},
                  {"corrections", static_cast<double>(c.corrections)},
                  {"illegitimate", static_cast<double>(c.illegitimate)},
-                 {"near_misses", static_cast<double>(c.near_misses)}});
+                 {"near_misses", static_cast<double>(c.near_misses)},
+                 {"near_limit", static_cast<double>(c.near_limit)}});
 }
 
 void PushReport(lua_State* L, const train::StepReport& r, bool boundaries) {

@@ -306,6 +306,7 @@ precision::RoundOptions StepContext::OptionsFor(const std::string& boundary,
   }
   options.own_magnitude = !magnitude->defined() && !*agreed;
   if (*agreed) options.alpha = 0.0;
+  options.count_near_limit = count_near_limit_ && mode_ == Mode::kReplay;
   return options;
 }
 
@@ -414,6 +415,7 @@ void StepContext::ApplyProducedChain(std::vector<ProducedLink> links) {
       s.corrections += r.corrections;
       s.illegitimate += r.illegitimate;
       s.near_misses += r.near_misses;
+      s.near_limit += r.near_limit;
       s.steerable += r.steerable;
     }
     if (mode_ != Mode::kRounded) TraceCrc(p.name, calls[j], crcs[j]);
@@ -573,6 +575,7 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       s.corrections += r.report.corrections;
       s.illegitimate += r.report.illegitimate;
       s.near_misses += r.report.near_misses;
+      s.near_limit += r.report.near_limit;
       s.steerable += r.report.steerable;
       TraceCrc(boundary, call, crc);
       AddGridOutput(r.rounded, options.bits, crc);

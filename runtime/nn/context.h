@@ -92,6 +92,7 @@ struct BoundaryStats {
   int64_t corrections = 0;   // replay only (ROUNDING.md)
   int64_t illegitimate = 0;  // replay only
   int64_t near_misses = 0;   // replay only
+  int64_t near_limit = 0;    // replay with set_count_near_limit only
   // Values whose rounding the trainer could have chosen either way and still passed the
   // replay's checks (ROUNDING.md "steerable"; logged or not): counted by the auditor
   // against its own values, estimated by the trainer against its own.
@@ -295,6 +296,9 @@ class StepContext {
   // calls the trainer made (those of this process's shards, in a group): Finish() counts as a
   // log mismatch each entry this replay did not make and each call it made without one, since
   // an honest trainer's trace names exactly the calls its step made.
+  // Replay: count the applied entries in the outer part of each window
+  // (precision::ReplayReport::near_limit) into stats().near_limit. The judge's replay.
+  void set_count_near_limit(bool count) { count_near_limit_ = count; }
   void set_expected_trace(StepTrace trace) {
     expected_trace_ = std::move(trace);
     trace_expected_ = true;
@@ -382,7 +386,8 @@ class StepContext {
   std::set<RecordKey> written_;  // log: the records this step wrote (Finish drops the rest)
   StepTrace trace_;
   StepTrace expected_trace_;
-  bool trace_expected_ = false;  // set_expected_trace was called (an empty trace is one too)
+  bool trace_expected_ = false;
+  bool count_near_limit_ = false;  // set_expected_trace was called (an empty trace is one too)
   std::map<RecordKey, std::string> deferred_;
   std::string divergence_;
   int64_t log_mismatches_ = 0;

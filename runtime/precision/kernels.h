@@ -77,11 +77,13 @@ struct ReplayTally {
                                // still passed these checks (window.h Steerable).
   bool out_of_range = false;   // As in RoundTally (also when a replayed hi(x') is 2^128).
   bool bad_magnitude = false;  // As in RoundTally.
+  int64_t near_limit = 0;      // ReplayReport::near_limit (counted by round.cc, not the kernels)
 
   // Adds another span's counts (spans of one tensor, in any order).
   ReplayTally& operator+=(const ReplayTally& o) {
     corrections += o.corrections;
     illegitimate += o.illegitimate;
+    near_limit += o.near_limit;
     near_misses += o.near_misses;
     steerable += o.steerable;
     out_of_range |= o.out_of_range;

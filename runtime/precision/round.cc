@@ -544,6 +544,8 @@ class ReplayPass {
       keep = large.data();
     }
     for (size_t j = 0; j < count; ++j) keep[j] = xp_[first[j].position];
+    // Before an in-place kernel overwrites x'.
+    if (options_.count_near_limit && report_.logged > 0) t->near_limit += NearLimit(from, to);
     const bool range_before = t->out_of_range;
     if (none_zero_window_) {
       ReplayNoneZeroWindowSpan(params_, xp_ + from, states_ + from, op_ + from, to - from, t);
@@ -582,6 +584,34 @@ class ReplayPass {
     }
   }
 
+  // The legitimate DOWN/UP entries of [from, to) in the outer part of the window
+  // (ReplayReport::near_limit), by the scalar arithmetic of the generic kernel (window.h).
+  // Only a judge asks for it, on the few steps of one interval.
+  int64_t NearLimit(int64_t from, int64_t to) const {
+    int64_t count = 0;
+    ForMagnitudeBlocks(mag_, mp_, from, to, [&](int64_t at, int64_t n, const double* m) {
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t st = states_[at + i];
+        if (st != 1 && st != 2) continue;
+        const double x = xp_[at + i];
+        const bool negative = std::signbit(x);
+        const double a = std::fabs(x);
+        const Cell c = CellOf(a, params_.k);
+        if (!(c.r < kFp32Overflow)) continue;  // the kernel reports the range error
+        const double as = m != nullptr            ? params_.alpha * m[i]
+                          : params_.own_magnitude ? params_.alpha * a
+                                                  : params_.alpha_scale;
+        const double w = Window(params_.band, c.g, as);
+        const bool off = !c.on_grid;
+        const bool want_hi = (st == 2) != negative;
+        const bool moves = (want_hi && !c.up && off) || (!want_hi && c.up);
+        if (!DirectionLegitimate(a, c, w, moves)) continue;
+        count += !InWindow(a, c.mid, c.g, moves ? 0.5 * w : 1.5 * w);
+      }
+    });
+    return count;
+  }
+
   // After every span, with their tallies summed: reports a bad magnitude or a range error
   // (throws), else the report.
   ReplayReport Finish(const ReplayTally& total) {
@@ -590,6 +620,7 @@ class ReplayPass {
     report_.corrections = total.corrections;
     report_.illegitimate = total.illegitimate;
     report_.near_misses = total.near_misses;
+    report_.near_limit = total.near_limit;
     report_.steerable = total.steerable;
     return report_;
   }

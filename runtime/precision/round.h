@@ -42,6 +42,9 @@ struct RoundOptions {
   // The magnitude alpha multiplies when no magnitude tensor is given: false, the tensor's
   // max |x| (its scale); true, each value's own |x| (ROUNDING.md "Magnitudes"). Default: false.
   bool own_magnitude = false;
+  // Replay only, not part of the window: count the applied direction entries in the outer
+  // part of the window (ReplayReport::near_limit). A judge's replay sets it. Default: false.
+  bool count_near_limit = false;
 
   // Throws vt::Error naming the field, the allowed range and the value.
   void Validate() const;
@@ -114,6 +117,12 @@ struct ReplayReport {
                           // chosen either way and passed these checks (window.h
                           // Steerable): the trainer's real room, >= its logged entries'.
   double scale = 0.0;     // The replayer's max |x'| (0 when alpha = 0).
+  // With RoundOptions::count_near_limit: the legitimate DOWN/UP entries in the outer part of
+  // the replayer's window, where an honest replay on other hardware (whose x' differs by the
+  // divergence) may find them illegitimate: one that moves x' with |x' - mid| > w'/2, one
+  // that does not with |x' - mid| > 1.5 w' (ROUNDING.md "Legitimate entries"; the judge's
+  // use: docs/THREAT_MODEL.md). 0 otherwise.
+  int64_t near_limit = 0;
 };
 
 struct ReplayResult {

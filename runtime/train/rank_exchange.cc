@@ -79,8 +79,9 @@ std::string EncodeRankReport(const RankReport& report) {
   PutU64(&out, report.boundaries.size());
   for (const auto& [name, s] : report.boundaries) {
     PutBytes(&out, name);
-    for (int64_t v : {s.calls, s.elements, s.logged, s.exact, s.corrections, s.illegitimate,
-                      s.near_misses, s.steerable, s.steered, s.steered_unlogged, s.magnitudes}) {
+    for (int64_t v :
+         {s.calls, s.elements, s.logged, s.exact, s.corrections, s.illegitimate, s.near_misses,
+          s.near_limit, s.steerable, s.steered, s.steered_unlogged, s.magnitudes}) {
       PutU64(&out, static_cast<uint64_t>(v));
     }
     uint64_t seconds_bits;
@@ -101,9 +102,9 @@ RankReport DecodeRankReport(const std::string& bytes) {
     throw Error("a message between ranks announces " + std::to_string(n) + " boundaries");
   for (uint64_t i = 0; i < n; ++i) {
     nn::BoundaryStats& s = report.boundaries[r.Bytes()];
-    for (int64_t* v :
-         {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate,
-          &s.near_misses, &s.steerable, &s.steered, &s.steered_unlogged, &s.magnitudes}) {
+    for (int64_t* v : {&s.calls, &s.elements, &s.logged, &s.exact, &s.corrections, &s.illegitimate,
+                       &s.near_misses, &s.near_limit, &s.steerable, &s.steered, &s.steered_unlogged,
+                       &s.magnitudes}) {
       *v = r.I64();
     }
     const uint64_t seconds_bits = r.U64();

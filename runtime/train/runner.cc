@@ -68,6 +68,7 @@ void StepReport::AddCounts(const StepReport& o) {
   corrections += o.corrections;
   illegitimate += o.illegitimate;
   near_misses += o.near_misses;
+  near_limit += o.near_limit;
   log_bytes += o.log_bytes;
   log_mismatches += o.log_mismatches;
   if (divergence.empty()) divergence = o.divergence;
@@ -299,6 +300,7 @@ StepReport Runner::Step() {
     context.set_record_sink(encoder_.get());
   }
   if (expected_trace_given_) context.set_expected_trace(std::move(expected_trace_));
+  context.set_count_near_limit(options_.count_near_limit);
   expected_trace_given_ = false;
   for (const std::string& what : undecodable_) context.CountLogMismatch(what);
   undecodable_.clear();
@@ -354,6 +356,7 @@ StepReport Runner::Step() {
     part.corrections = s.corrections;
     part.illegitimate = s.illegitimate;
     part.near_misses = s.near_misses;
+    part.near_limit = s.near_limit;
     report.AddCounts(part);
   }
   for (const auto& [key, bytes] : records) report.log_bytes += static_cast<int64_t>(bytes.size());

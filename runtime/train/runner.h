@@ -83,6 +83,11 @@ struct RunnerOptions {
   // boundary call with its tensor's size as their limit (StepContext::set_deferred_records).
   // The same replay either way. Default: 2^31 (2 GiB of states).
   int64_t eager_log_states = int64_t{1} << 31;
+  // Auditors: count the applied entries in the outer part of each window
+  // (StepReport::near_limit; precision::ReplayReport::near_limit). A judge's replay: an
+  // auditor's illegitimacy claim on an interval holding such entries cannot be refuted by the
+  // judge's own values. Default: false.
+  bool count_near_limit = false;
 };
 
 // Whether `choice` runs work on a background thread now.
@@ -100,7 +105,8 @@ struct StepReport {
   int64_t steered = 0;  // trainer only: values a deviating trainer tampered with (nn::Tamper)
   int64_t steered_unlogged = 0;  // among them, values an honest trainer leaves unlogged
   int64_t corrections = 0, illegitimate = 0, near_misses = 0;  // auditor only
-  int64_t log_bytes = 0;  // encoded record bytes committed for the step
+  int64_t near_limit = 0;  // auditor with RunnerOptions::count_near_limit only
+  int64_t log_bytes = 0;   // encoded record bytes committed for the step
   bool checkpoint = false;
   double seconds = 0.0;
   // Where the step's seconds went: reading and decoding the records to replay (auditor),

@@ -177,7 +177,47 @@ a:test("evidence naming a leaf outside the run is the auditor's", function()
 end)
 a:test("evidence the judge's replay does not bear out is a false alarm", function()
   local aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "illegitimate", leaf = 2} end)
-  expect(play(game.trainer{runner = honest()}, aud), "auditor_at_fault", "false alarm")
+  local v = play(game.trainer{runner = honest()}, aud)
+  expect(v, "auditor_at_fault", "false alarm")
+  T.assert_eq(v.evidence.near_limit, 0)  -- an honest run: no entry in the outer part of a window
+end)
+a:test("flagged entries the judge applies in the outer part of its window leave the dispute inconclusive", function()
+  -- Legitimacy is judged at each party's own values: an entry the judge accepts in the outer
+  -- part of its window (here: directions that move nothing, between 1.5w and 2w from their
+  -- midpoints) may lie beyond the window at the auditor's, and a trainer that knows both
+  -- profiles can write one there on purpose (THREAT_MODEL.md). This trainer's run is the
+  -- honest one with such entries added to one record of step 5 (they change no value, so the
+  -- checkpoints stay), and the auditor's evidence names that interval: the judge cannot refute
+  -- the claim. The same claim on the honest run is the auditor's fault (the test above).
+  local hr = honest():store():run("run")
+  local capture = vt.auditor{spec = spec, data = data, logs = honest(), capture = {"fwd"}}
+  local captured
+  for _ = 1, 5 do captured = capture:step().captured end
+  local name = "fc0:fwd"
+  T.assert_true(captured[name .. "#0"] ~= nil, "the step's input to " .. name)
+  -- Every value within 1.9w of its midpoint logged, in the direction it rounds (w = g/16):
+  -- those beyond w are no honest entry, and those beyond 1.5w in the outer part.
+  local _, wide = vt.round(captured[name .. "#0"], {bits = 32, band = 1.9 / 16})
+  local forged = vt.store.open(tmp .. "/near-edge")
+  local run = forged:create_run("run", {spec = hr:spec(), checkpoint_every = K, steps = N})
+  run:put_checkpoint(0, hr:checkpoint(0))
+  for step = 1, N do
+    local records = {}
+    for _, r in ipairs(hr:step(step)) do
+      if step == 5 and r.boundary == name and r.call == 0 then r = {boundary = r.boundary, call = 0, value = wide:encode()} end
+      records[#records + 1] = r
+    end
+    run:write_step(step, records)
+    if step % K == 0 then run:put_checkpoint(step / K, hr:checkpoint(step / K)) end
+  end
+  T.assert_eq(run:root() ~= hr:root(), true)
+  local aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "illegitimate", leaf = 2} end)
+  local v = play(game.trainer{store = forged, run = "run"}, aud)
+  expect(v, "inconclusive", "outer part of its window")
+  T.assert_true(v.evidence.near_limit > 0, "entries in the outer part")
+  -- Evidence of another kind on the same interval is still a false alarm.
+  aud = edit(auditor_party(), "audit", function(r) r.evidence = {kind = "log_mismatch", leaf = 2} end)
+  expect(play(game.trainer{store = forged, run = "run"}, aud), "auditor_at_fault", "false alarm")
 end)
 a:test("a question outside the run is the asker's fault, not the trainer's", function()
   local aud = auditor_party()

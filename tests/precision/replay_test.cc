@@ -317,6 +317,52 @@ TEST_CASE("replay: near misses count NONE entries the auditor would have logged"
   CheckAgainstOracle(xs, none, o, r.report, r.rounded);
 }
 
+TEST_CASE("replay: a judge counts the applied entries in the outer part of its window") {
+  // Around 1 + 2^-24, the midpoint of [1, 1 + g] (g = 2^-23): under the paper's window
+  // w = g/4. Below the midpoint rnd_b gives 1, so UP moves the value and DOWN does not; above
+  // it the other way. The outer part: (w/2, w] for an entry that moves the value, (1.5w, 2w]
+  // for one that does not; entries beyond w (moving) or 2w are illegitimate, not counted.
+  const double g = P2(-23), w = g / 4, mid = 1.0 + g / 2;
+  struct Case {
+    double offset;  // x' - mid, in units of w
+    uint8_t state;  // 1 DOWN, 2 UP
+    int near;       // counted
+    int illegitimate;
+  };
+  const Case cases[] = {
+      {-0.3, 2, 0, 0}, {-0.7, 2, 1, 0}, {-1.0, 2, 1, 0}, {-1.2, 2, 0, 1},  // UP moves
+      {0.3, 1, 0, 0},  {0.7, 1, 1, 0},  {-1.2, 1, 0, 0}, {-1.7, 1, 1, 0},  // DOWN moves above
+      {-1.9, 1, 1, 0}, {-2.2, 1, 0, 1}, {1.7, 2, 1, 0},  {1.2, 2, 0, 0},   // and not below
+  };
+  std::vector<double> xs;
+  std::vector<uint8_t> states;
+  int want_near = 0, want_illegitimate = 0;
+  for (const Case& c : cases) {
+    xs.push_back(mid + c.offset * w);
+    states.push_back(c.state);
+    want_near += c.near;
+    want_illegitimate += c.illegitimate;
+  }
+  const LogRecord record = LogRecord::FromStates(states, {});
+  RoundOptions o = Options(32, 0.25, 0.0);
+  const auto plain = Replay(ToTensor(xs), record, o);
+  CHECK(plain.report.near_limit == 0);  // only when asked
+  CHECK(plain.report.illegitimate == want_illegitimate);
+  o.count_near_limit = true;
+  const auto judged = Replay(ToTensor(xs), record, o);
+  CHECK(judged.report.near_limit == want_near);
+  CHECK(judged.report.illegitimate == want_illegitimate);
+  CHECK(judged.rounded.equal(plain.rounded));  // counting changes nothing else
+  // In place, and with the window's absolute term from a per-element magnitude (w = alpha m).
+  at::Tensor io = ToTensor(xs);
+  CHECK(ReplayInto(io, record, io, o).near_limit == want_near);
+  RoundOptions absolute = Options(32, 0.0, 1.0);
+  absolute.count_near_limit = true;
+  const at::Tensor m = at::full({static_cast<int64_t>(xs.size())}, w, at::kDouble);
+  CHECK(Replay(ToTensor(xs), record, absolute, {}, vt::precision::Magnitude(m)).report.near_limit ==
+        want_near);
+}
+
 TEST_CASE("replay: values on the grid use the nearest midpoint (half the step below)") {
   // 1.0: the midpoint below is 2^-25 away (spacing 2^-24 below 1), the one above 2^-24.
   // 1.5: both midpoints are 2^-24 away. 0: the midpoints are +-2^-150 away.

@@ -101,6 +101,7 @@ function Judge:on_adjudicate(body)
   -- The replay of interval j (or the initial state for leaf 0).
   local okrunner, runner = pcall(vt.auditor, {
     spec = spec, data = self.data, profile = self.profile, logs = "given", init = spec:get("model.init") and self.init or nil,
+    near_limit = true,
     start = j > 0 and {step = first - 1, checkpoint = handover.checkpoint} or nil})
   if not okrunner then
     verdict.evidence.replay_error = tostring(runner)
@@ -112,13 +113,14 @@ function Judge:on_adjudicate(body)
                   (j > 0 and " and the agreed checkpoint of leaf " .. (j - 1) or "") .. ": " .. tostring(runner) ..
                   "; no honest trainer commits a run of it")
   end
-  local illegitimate, mismatches, replay_error = 0, 0, nil
+  local illegitimate, mismatches, near_limit, replay_error = 0, 0, 0, nil
   verdict.evidence.steps = {}
   for _, s in ipairs(handover.steps) do
     local okstep, report = pcall(runner.step, runner, s.records)
     if not okstep then replay_error = tostring(report) break end
     illegitimate = illegitimate + report.illegitimate
     mismatches = mismatches + report.log_mismatches
+    near_limit = near_limit + report.near_limit
     if report.illegitimate > 0 or report.log_mismatches > 0 or report.divergence then
       local where = {}
       for name, b in pairs(report.boundaries) do
@@ -132,6 +134,7 @@ function Judge:on_adjudicate(body)
   end
   verdict.evidence.illegitimate = illegitimate
   verdict.evidence.log_mismatches = mismatches
+  verdict.evidence.near_limit = near_limit
   verdict.evidence.replay_error = replay_error
   verdict.replayed_steps = #handover.steps
   if replay_error == nil then
@@ -152,6 +155,19 @@ function Judge:on_adjudicate(body)
   if replay_error then return decide("inconclusive", "the judge's replay failed: " .. replay_error) end
   local matches_trainer = verdict.judge_leaf == verdict.trainer_leaf
   local matches_auditor = verdict.judge_leaf == verdict.auditor_leaf
+  -- The auditor flagged entries that the judge's replay applies. Legitimacy is judged at each
+  -- party's own values, which differ by the profiles' divergence: an entry in the outer part
+  -- of the judge's window (between w/2 and w from its midpoint for one that moves a value,
+  -- 1.5w and 2w for one that does not) may lie beyond the window at the auditor's, and a
+  -- trainer that knows both profiles can write one there on purpose (THREAT_MODEL.md). The
+  -- judge cannot tell which party is honest then. Where the profiles diverge by at most half
+  -- the window, honest runs have no such entry, so a false alarm on them stays the auditor's.
+  local claims_illegitimate = type(body.evidence) == "table" and body.evidence.kind == "illegitimate"
+  if claims_illegitimate and matches_trainer and near_limit > 0 then
+    return decide("inconclusive", "the auditor flags entries of interval " .. j .. " that the judge's replay " ..
+                  "accepts, and " .. near_limit .. " of the entries it applies lie in the outer part of its window, " ..
+                  "where an honest replay on other hardware may find them beyond it")
+  end
   if verdict.auditor_leaf == nil then
     if matches_trainer then
       return decide("auditor_at_fault", "the auditor stopped before leaf " .. j .. "; the judge's replay gives the trainer's leaf")
