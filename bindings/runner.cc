@@ -408,6 +408,9 @@ int RunnerRun(lua_State* L) {
     train::StepReport total;
     double loss = 0;
     int64_t steps = 0;
+    // A runner opened on a store that held part of its run resumes there: its totals cover
+    // only the steps this call runs (the store keeps no counts), which `from_step` says.
+    const int64_t from_step = r->step() + 1;
     const auto start = std::chrono::steady_clock::now();
     bool interrupted = false;
     while (!r->done()) {
@@ -435,6 +438,13 @@ int RunnerRun(lua_State* L) {
     // loop has just honoured, not a second one for the Lua code that follows.
     if (interrupted) ConsumeInterrupt(L);
     progress.Finish();
+    if (from_step > 1 && steps > 0 && mode != RunProgress::Mode::kNone) {
+      std::fprintf(stderr,
+                   "resumed after step %lld: the totals cover steps %lld-%lld; the counts of "
+                   "the steps before were reported by the run that took them\n",
+                   static_cast<long long>(from_step - 1), static_cast<long long>(from_step),
+                   static_cast<long long>(r->step()));
+    }
     if (interrupted && (!r->options().group || r->options().group->rank() == 0)) {
       std::fprintf(stderr, "interrupted after step %lld of %lld%s\n",
                    static_cast<long long>(r->step()), static_cast<long long>(r->last_step()),
@@ -450,6 +460,8 @@ int RunnerRun(lua_State* L) {
     }
     lua_pushnumber(L, static_cast<lua_Number>(steps));
     lua_setfield(L, -2, "steps_run");
+    lua_pushnumber(L, static_cast<lua_Number>(from_step));
+    lua_setfield(L, -2, "from_step");
     lua_pushboolean(L, interrupted);
     lua_setfield(L, -2, "interrupted");
     return 1;

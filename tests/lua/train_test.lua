@@ -130,6 +130,26 @@ s:test("a window for a boundary the model does not have is refused at the first 
   vt.trainer{spec = ok, data = data, store = vt.store.open(dir .. "/t-names")}:step()
 end)
 
+s:test("run() on a resumed run says from which step its totals count", function()
+  local spec = make_spec{steps = 6, checkpoint_every = 2}
+  local trainer = vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/t-from")}
+  local full = trainer:run{progress = false}
+  T.assert_eq(full.from_step, 1)
+  T.assert_eq(full.steps_run, 6)
+  local store = vt.store.open(dir .. "/a-from")
+  local first = vt.auditor{spec = spec, data = data, logs = trainer, store = store}
+  first:step()
+  first:step()
+  first:step()  -- steps 1-3 stored; the last checkpoint is step 2's
+  first = nil
+  collectgarbage("collect")
+  local again = vt.auditor{spec = spec, data = data, logs = trainer, store = store}
+  local r = again:run{progress = false}
+  T.assert_eq(r.from_step, 3)  -- rolled back to leaf 1 (step 2), so steps 3-6 ran here
+  T.assert_eq(r.steps_run, 4)
+  T.assert_eq(r.root, trainer:root())
+end)
+
 s:test("a finished run is whole in its store when the last step returns, checkpoints behind or not", function()
   -- Checkpoints go into the store on its write-behind thread, but the run's last leaf is
   -- written before the last step returns: a reader that opens the store then (or a script that
