@@ -609,6 +609,16 @@ class ReplayPass {
         count += !InWindow(a, c.mid, c.g, moves ? 0.5 * w : 1.5 * w);
       }
     });
+    // The EXACT entries, with the absolute term the span's legitimacy check uses.
+    auto e = std::lower_bound(exact_.begin(), exact_.end(), from,
+                              [](const ExactEntry& x, int64_t p) { return x.position < p; });
+    for (; e != exact_.end() && e->position < to; ++e) {
+      const double x = xp_[e->position];
+      const double as = mag_.defined()          ? params_.alpha * mag_.At(e->position)
+                        : params_.own_magnitude ? params_.alpha * std::fabs(x)
+                                                : params_.alpha_scale;
+      count += ExactNearLimit(x, BitsFloat(e->fp32_bits), params_.k, params_.band, as);
+    }
     return count;
   }
 

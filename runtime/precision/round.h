@@ -117,11 +117,12 @@ struct ReplayReport {
                           // chosen either way and passed these checks (window.h
                           // Steerable): the trainer's real room, >= its logged entries'.
   double scale = 0.0;     // The replayer's max |x'| (0 when alpha = 0).
-  // With RoundOptions::count_near_limit: the legitimate DOWN/UP entries in the outer part of
-  // the replayer's window, where an honest replay on other hardware (whose x' differs by the
-  // divergence) may find them illegitimate: one that moves x' with |x' - mid| > w'/2, one
-  // that does not with |x' - mid| > 1.5 w' (ROUNDING.md "Legitimate entries"; the judge's
-  // use: docs/THREAT_MODEL.md). 0 otherwise.
+  // With RoundOptions::count_near_limit: the legitimate entries in the outer part of the
+  // replayer's window, where an honest replay on other hardware (whose x' differs by the
+  // divergence) may find them illegitimate: a DOWN/UP that moves x' with |x' - mid| > w'/2,
+  // one that does not with |x' - mid| > 1.5 w'; an EXACT whose adjacent midpoint is more than
+  // 3t/4 away, or its facing end more than t/4 (window.h ExactNearLimit) (ROUNDING.md
+  // "Legitimate entries"; the judge's use: docs/THREAT_MODEL.md). 0 otherwise.
   int64_t near_limit = 0;
 };
 

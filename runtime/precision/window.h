@@ -219,7 +219,10 @@ VT_PRECISION_INLINE bool DirectionLegitimate(double a, const Cell& c, double w, 
 // written for the auditor's value x (ROUNDING.md, "Legitimate entries"): v is on the b-grid,
 // the window admits EXACT near x, and a midpoint adjacent to v (the two ends of the set
 // of values that round to v) lies within the tolerance t of x.
-inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double alpha_scale) {
+// ExactLegitimate with the tolerances scaled: the adjacent midpoint within `near` t, the
+// facing end within `facing` t (ExactLegitimate: 1 and 1/2).
+inline bool ExactWithin(double x, float v, uint64_t k, double band, double alpha_scale, double near,
+                        double facing_frac) {
   const uint32_t vb = FloatBits(v);
   if ((vb & 0x7f800000u) == 0x7f800000u) return false;     // Inf/NaN
   if ((vb & ((uint32_t{1} << k) - 1)) != 0) return false;  // not on the b-grid
@@ -246,8 +249,21 @@ inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double a
   // adjacent midpoint, or 0 for a zero of the other sign than x' (the zeros' cells meet there).
   const uint32_t rnd_bits = FloatBits(static_cast<float>(c.r)) | (x_sign != 0 ? 0x80000000u : 0u);
   const double facing = av == 0.0 && v_neg ? a : nearest;
-  if (vb != rnd_bits && !(facing <= 0.5 * tol.t)) return false;
-  return nearest <= tol.t;
+  if (vb != rnd_bits && !(facing <= facing_frac * tol.t)) return false;
+  return nearest <= near * tol.t;
+}
+
+inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double alpha_scale) {
+  return ExactWithin(x, v, k, band, alpha_scale, 1.0, 0.5);
+}
+
+// A legitimate EXACT entry in the outer part of its tolerance (ReplayReport::near_limit): an
+// honest trainer's x lies within w <= t/2 of v's adjacent midpoint, so where two honest
+// replays differ by at most w/2 <= t/4, x' lies within 3t/4 of it, and within t/4 of the
+// facing end for a value other than rnd_b(x').
+inline bool ExactNearLimit(double x, float v, uint64_t k, double band, double alpha_scale) {
+  return ExactLegitimate(x, v, k, band, alpha_scale) &&
+         !ExactWithin(x, v, k, band, alpha_scale, 0.75, 0.25);
 }
 
 }  // namespace vt::precision

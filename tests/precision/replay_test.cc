@@ -363,6 +363,43 @@ TEST_CASE("replay: a judge counts the applied entries in the outer part of its w
         want_near);
 }
 
+TEST_CASE("replay: a judge counts EXACT entries in the outer part of their tolerance") {
+  // Band 1/2 at b = 32: every value is eligible for EXACT and the tolerance t is the spacing
+  // g = 2^-23 above 1. x' = mid - d below the midpoint of [1, 1 + g] rounds to 1; EXACT 1 + g
+  // (the other neighbour) is legitimate with its facing end (the midpoint) within t/2 and in
+  // the outer part beyond t/4; EXACT 1 (rnd_b) has an adjacent midpoint within 3t/4 here.
+  const double g = P2(-23), mid = 1.0 + g / 2;
+  struct Case {
+    double d;  // mid - x', in units of g
+    float v;
+    int near;
+  };
+  const Case cases[] = {{0.1, static_cast<float>(1.0 + g), 0},
+                        {0.4, static_cast<float>(1.0 + g), 1},
+                        {0.45, static_cast<float>(1.0 + g), 1},
+                        {0.2, 1.0f, 0},
+                        {0.4, 1.0f, 0}};
+  std::vector<double> xs;
+  std::vector<ExactEntry> exact;
+  int want = 0;
+  for (const Case& c : cases) {
+    exact.push_back(ExactEntry{static_cast<int64_t>(xs.size()), oracle::F32Bits(c.v)});
+    xs.push_back(mid - c.d * g);
+    want += c.near;
+  }
+  const LogRecord record =
+      LogRecord::FromStates(std::vector<uint8_t>(xs.size(), 3), std::move(exact));
+  RoundOptions o = Options(32, 0.5, 0.0);
+  const auto plain = Replay(ToTensor(xs), record, o);
+  CHECK(plain.report.illegitimate == 0);
+  CHECK(plain.report.near_limit == 0);
+  o.count_near_limit = true;
+  const auto judged = Replay(ToTensor(xs), record, o);
+  CHECK(judged.report.illegitimate == 0);
+  CHECK(judged.report.near_limit == want);
+  CHECK(judged.rounded.equal(plain.rounded));
+}
+
 TEST_CASE("replay: values on the grid use the nearest midpoint (half the step below)") {
   // 1.0: the midpoint below is 2^-25 away (spacing 2^-24 below 1), the one above 2^-24.
   // 1.5: both midpoints are 2^-24 away. 0: the midpoints are +-2^-150 away.
