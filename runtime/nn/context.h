@@ -291,14 +291,14 @@ class StepContext {
 
   // Logging and replay keep a trace of the rounded values (see StepTrace).
   const StepTrace& trace() const { return trace_; }
+  // Replay: count the applied entries in the outer part of each window
+  // (precision::ReplayReport::near_limit) into stats().near_limit. The judge's replay.
+  void set_count_near_limit(bool count) { count_near_limit_ = count; }
   // Replay: the trainer's trace to compare against; the first boundary call whose values
   // differ is reported by divergence() ("" while none does). Its entries are the boundary
   // calls the trainer made (those of this process's shards, in a group): Finish() counts as a
   // log mismatch each entry this replay did not make and each call it made without one, since
   // an honest trainer's trace names exactly the calls its step made.
-  // Replay: count the applied entries in the outer part of each window
-  // (precision::ReplayReport::near_limit) into stats().near_limit. The judge's replay.
-  void set_count_near_limit(bool count) { count_near_limit_ = count; }
   void set_expected_trace(StepTrace trace) {
     expected_trace_ = std::move(trace);
     trace_expected_ = true;
@@ -386,8 +386,8 @@ class StepContext {
   std::set<RecordKey> written_;  // log: the records this step wrote (Finish drops the rest)
   StepTrace trace_;
   StepTrace expected_trace_;
-  bool trace_expected_ = false;
-  bool count_near_limit_ = false;  // set_expected_trace was called (an empty trace is one too)
+  bool trace_expected_ = false;  // set_expected_trace was called (an empty trace is one too)
+  bool count_near_limit_ = false;
   std::map<RecordKey, std::string> deferred_;
   std::string divergence_;
   int64_t log_mismatches_ = 0;

@@ -545,7 +545,9 @@ class ReplayPass {
     }
     for (size_t j = 0; j < count; ++j) keep[j] = xp_[first[j].position];
     // Before an in-place kernel overwrites x'.
-    if (options_.count_near_limit && report_.logged > 0) t->near_limit += NearLimit(from, to);
+    if (options_.count_near_limit && report_.logged > 0) {
+      t->near_limit += NearLimit(from, to, first, last);
+    }
     const bool range_before = t->out_of_range;
     if (none_zero_window_) {
       ReplayNoneZeroWindowSpan(params_, xp_ + from, states_ + from, op_ + from, to - from, t);
@@ -569,10 +571,8 @@ class ReplayPass {
       const uint64_t sign = ux & kSignBit;
       const Cell c = CellOf(BitsDouble(ux ^ sign), params_.k);
       const double rnd = BitsDouble(DoubleBits(c.r) | sign);
-      const double alpha_scale = mag_.defined()          ? params_.alpha * mag_.At(e.position)
-                                 : params_.own_magnitude ? params_.alpha * std::fabs(xv)
-                                                         : params_.alpha_scale;
-      if (!ExactLegitimate(xv, BitsFloat(e.fp32_bits), params_.k, params_.band, alpha_scale)) {
+      if (!ExactLegitimate(xv, BitsFloat(e.fp32_bits), params_.k, params_.band,
+                           ExactAlphaScale(e.position, xv))) {
         // Counted, not applied: the kernel left rnd_b(x') there. A value no honest trainer
         // writes never enters the replay (a forged 3e38 would overflow the next op and fail
         // the step before its entries were counted, leaving the dispute undecided).
@@ -584,10 +584,19 @@ class ReplayPass {
     }
   }
 
-  // The legitimate DOWN/UP entries of [from, to) in the outer part of the window
-  // (ReplayReport::near_limit), by the scalar arithmetic of the generic kernel (window.h).
-  // Only a judge asks for it, on the few steps of one interval.
-  int64_t NearLimit(int64_t from, int64_t to) const {
+  // The absolute term of the window at an EXACT entry's position, for the auditor's x'.
+  double ExactAlphaScale(int64_t position, double x) const {
+    return mag_.defined()          ? params_.alpha * mag_.At(position)
+           : params_.own_magnitude ? params_.alpha * std::fabs(x)
+                                   : params_.alpha_scale;
+  }
+
+  // The legitimate entries of [from, to) in the outer part of the window
+  // (ReplayReport::near_limit), by the scalar arithmetic of the generic kernel (window.h);
+  // [first, last) are the span's EXACT entries. Only a judge asks for it, on the few steps of
+  // one interval.
+  int64_t NearLimit(int64_t from, int64_t to, std::vector<ExactEntry>::const_iterator first,
+                    std::vector<ExactEntry>::const_iterator last) const {
     int64_t count = 0;
     ForMagnitudeBlocks(mag_, mp_, from, to, [&](int64_t at, int64_t n, const double* m) {
       for (int64_t i = 0; i < n; ++i) {
@@ -609,15 +618,10 @@ class ReplayPass {
         count += !InWindow(a, c.mid, c.g, moves ? 0.5 * w : 1.5 * w);
       }
     });
-    // The EXACT entries, with the absolute term the span's legitimacy check uses.
-    auto e = std::lower_bound(exact_.begin(), exact_.end(), from,
-                              [](const ExactEntry& x, int64_t p) { return x.position < p; });
-    for (; e != exact_.end() && e->position < to; ++e) {
+    for (auto e = first; e != last; ++e) {
       const double x = xp_[e->position];
-      const double as = mag_.defined()          ? params_.alpha * mag_.At(e->position)
-                        : params_.own_magnitude ? params_.alpha * std::fabs(x)
-                                                : params_.alpha_scale;
-      count += ExactNearLimit(x, BitsFloat(e->fp32_bits), params_.k, params_.band, as);
+      count += ExactNearLimit(x, BitsFloat(e->fp32_bits), params_.k, params_.band,
+                              ExactAlphaScale(e->position, x));
     }
     return count;
   }

@@ -42,8 +42,8 @@ struct RoundOptions {
   // The magnitude alpha multiplies when no magnitude tensor is given: false, the tensor's
   // max |x| (its scale); true, each value's own |x| (ROUNDING.md "Magnitudes"). Default: false.
   bool own_magnitude = false;
-  // Replay only, not part of the window: count the applied direction entries in the outer
-  // part of the window (ReplayReport::near_limit). A judge's replay sets it. Default: false.
+  // Replay only, not part of the window: count the accepted entries in the outer part of the
+  // window (ReplayReport::near_limit). A judge's replay sets it. Default: false.
   bool count_near_limit = false;
 
   // Throws vt::Error naming the field, the allowed range and the value.

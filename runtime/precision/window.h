@@ -218,11 +218,11 @@ VT_PRECISION_INLINE bool DirectionLegitimate(double a, const Cell& c, double w, 
 // Whether an EXACT entry holding v (an FP32 value) is one an honest trainer could have
 // written for the auditor's value x (ROUNDING.md, "Legitimate entries"): v is on the b-grid,
 // the window admits EXACT near x, and a midpoint adjacent to v (the two ends of the set
-// of values that round to v) lies within the tolerance t of x.
-// ExactLegitimate with the tolerances scaled: the adjacent midpoint within `near` t, the
-// facing end within `facing` t (ExactLegitimate: 1 and 1/2).
-inline bool ExactWithin(double x, float v, uint64_t k, double band, double alpha_scale, double near,
-                        double facing_frac) {
+// of values that round to v) lies within the tolerance t of x (ExactLegitimate, below), with
+// the fractions of t scaled: the adjacent midpoint within `near_frac` t, and for v other than
+// rnd_b(x) the facing end within `facing_frac` t (ExactLegitimate: 1 and 1/2).
+inline bool ExactWithin(double x, float v, uint64_t k, double band, double alpha_scale,
+                        double near_frac, double facing_frac) {
   const uint32_t vb = FloatBits(v);
   if ((vb & 0x7f800000u) == 0x7f800000u) return false;     // Inf/NaN
   if ((vb & ((uint32_t{1} << k) - 1)) != 0) return false;  // not on the b-grid
@@ -250,7 +250,7 @@ inline bool ExactWithin(double x, float v, uint64_t k, double band, double alpha
   const uint32_t rnd_bits = FloatBits(static_cast<float>(c.r)) | (x_sign != 0 ? 0x80000000u : 0u);
   const double facing = av == 0.0 && v_neg ? a : nearest;
   if (vb != rnd_bits && !(facing <= facing_frac * tol.t)) return false;
-  return nearest <= near * tol.t;
+  return nearest <= near_frac * tol.t;
 }
 
 inline bool ExactLegitimate(double x, float v, uint64_t k, double band, double alpha_scale) {
