@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "runtime/precision/window.h"
@@ -905,6 +906,89 @@ VT_AVX512 inline bool NoEntries8(const uint8_t* states, __mmask8 valid) {
   return _mm_test_all_zeros(st, st) != 0;
 }
 
+// Whether MXCSR leaves FP32 results and FP64 inputs as IEEE-754 has them (FTZ, bit 15, and
+// DAZ, bit 6, clear): a library may set them, and the conversion path would then flush FP32
+// subnormals that rnd_b keeps. (The conversion's rounding is set per instruction.)
+VT_AVX512 inline bool HardwareRoundsLikeFp32() { return (_mm_getcsr() & 0x8040u) == 0; }
+
+// RoundFarFromWindow8's test at b = 32 by the hardware's FP32 conversion, in a loop of its
+// own: the constants stay in registers and the loop holds no slow path, about half the
+// integer path's instructions per group. For a lane on the normal FP32 grid (2^-126 <= |x|,
+// rnd(|x|) < 2^128), r = rnd(x) comes from the conversion, |x - r| is exact (Sterbenz), and
+// g/2 (the spacing of |x|'s binade, halved) from |x|'s exponent bits; its distance to its
+// midpoint is g/2 - |x - r|. The lane is far when |x - r| < RD(g/2 - 8 w_max): then
+// d > 8 w_max and g/2 > 8 w_max (w_max < g/16, narrow), RoundFarFromWindow8's test with a
+// wider margin (a lane within 8 w_max of its midpoint takes the slow path, which decides it
+// exactly). Zeros pass when they are never steerable. Every operation on such a lane has a
+// normal input and result, and the conversion and the subtraction of the margin name their
+// rounding, so MXCSR's flush-to-zero, denormals-are-zero and rounding mode change nothing.
+struct FarFp32 {
+  __m512d w8;            // 8 w_max (NaN or infinite: no lane passes)
+  __m512i halfg_below;   // subtracted from |x|'s exponent bits: those of g/2
+  __m512i min_normal;    // 2^-126's bits
+  __m512i rounds_below;  // |x|'s bits minus min_normal below this: rnd(|x|) < 2^128
+  __mmask8 zeros;        // 0xff when zeros are never steerable, else 0
+};
+
+VT_AVX512 inline FarFp32 FarFp32Of(const BitsWindow& b, const BoundedWindow& bw) {
+  FarFp32 f;
+  f.w8 = _mm512_mul_pd(bw.w_max, _mm512_set1_pd(8.0));
+  f.halfg_below = _mm512_set1_epi64(static_cast<long long>(uint64_t{24} << 52));
+  f.min_normal = _mm512_set1_epi64(static_cast<long long>(kMinNormalExponent << 52));
+  f.rounds_below = b.rounds_below;
+  f.zeros = bw.zeros_ok ? 0xff : 0;
+  return f;
+}
+
+// Rounds the full groups of 8 in [i, end) while each is far from its window (for a replay,
+// `kReplay`, also while its states are all NONE), writing out (and, rounding, NONE states);
+// returns the first group that is not, or the end. A group that stops the run is left as it
+// was (out may be x).
+// (`states` is read for a replay, written for a rounding.)
+template <bool kReplay>
+VT_AVX512 inline int64_t FarRunFp32(const FarFp32& f, const double* x, double* out,
+                                    std::conditional_t<kReplay, const uint8_t*, uint8_t*> states,
+                                    int64_t i, int64_t end) {
+  const __m512i sign = _mm512_set1_epi64(static_cast<long long>(kSignBit));
+  const __m512i exponent = _mm512_set1_epi64(0x7ff0000000000000ll);
+  for (; i + 8 <= end; i += 8) {
+    uint64_t st;
+    if (kReplay) {
+      std::memcpy(&st, states + i, 8);
+      if (st != 0) break;
+    }
+    const __m512d v = _mm512_loadu_pd(x + i);
+    const __m512i u = _mm512_andnot_si512(sign, _mm512_castpd_si512(v));
+    const __mmask8 normal =
+        _mm512_cmplt_epu64_mask(_mm512_sub_epi64(u, f.min_normal), f.rounds_below);
+    const __mmask8 zero = static_cast<__mmask8>(_mm512_testn_epi64_mask(u, u) & f.zeros);
+    const __m512d r =
+        _mm512_cvtps_pd(_mm512_cvt_roundpd_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512d half_g =
+        _mm512_castsi512_pd(_mm512_sub_epi64(_mm512_and_si512(u, exponent), f.halfg_below));
+    const __m512d limit =
+        _mm512_sub_round_pd(half_g, f.w8, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512d dr =
+        _mm512_castsi512_pd(_mm512_andnot_si512(sign, _mm512_castpd_si512(_mm512_sub_pd(v, r))));
+    const __mmask8 far = _mm512_mask_cmp_pd_mask(normal, dr, limit, _CMP_LT_OQ);
+    if (static_cast<__mmask8>(far | zero) != 0xff) break;
+    _mm512_storeu_pd(out + i, r);
+    if constexpr (!kReplay) {
+      st = 0;
+      std::memcpy(states + i, &st, 8);
+    }
+  }
+  return i;
+}
+
+// Adds the DOWN, UP and EXACT states among 8 state bytes (the low 8 of s, `valid` lanes).
+VT_AVX512 inline void CountStates8(__m128i s, __mmask8 valid, RoundTally* t) {
+  const __mmask16 v = valid;
+  t->down += __builtin_popcount(_mm_mask_cmpeq_epi8_mask(v, s, _mm_set1_epi8(1)));
+  t->up += __builtin_popcount(_mm_mask_cmpeq_epi8_mask(v, s, _mm_set1_epi8(2)));
+  t->exact += __builtin_popcount(_mm_mask_cmpeq_epi8_mask(v, s, _mm_set1_epi8(3)));
+}
+
 }  // namespace
 
 VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, double* out,
@@ -932,14 +1016,33 @@ VT_AVX512 void RoundLogBounded(const KernelParams& params, const double* x, doub
                                                     &bad_m);
   };
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(states + i), round8(i, 0xff));
+  if (bits.usable && p.k == 0) {
+    // Runs of far groups by the conversion; each group that stops one takes round8 (which
+    // tries the integer test first: cheap next to its magnitudes) and is counted on its own.
+    const FarFp32 far = FarFp32Of(bits, bw);
+    const int64_t full = n - n % 8;
+    while ((i = FarRunFp32<false>(far, x, out, states, i, full)) < full) {
+      const __m128i s = round8(i, 0xff);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + i), s);
+      CountStates8(s, 0xff, &t);
+      i += 8;
+    }
+    if (i < n) {
+      const __mmask8 valid = TailMask(n - i);
+      const __m128i s = round8(i, valid);
+      _mm_mask_storeu_epi8(states + i, valid, s);
+      CountStates8(s, valid, &t);
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(states + i), round8(i, 0xff));
+    }
+    if (i < n) {
+      const __mmask8 valid = TailMask(n - i);
+      _mm_mask_storeu_epi8(states + i, valid, round8(i, valid));
+    }
+    for (int64_t j = 0; j < n; j += 64) CountStates64(states + j, std::min<int64_t>(64, n - j), &t);
   }
-  if (i < n) {
-    const __mmask8 valid = TailMask(n - i);
-    _mm_mask_storeu_epi8(states + i, valid, round8(i, valid));
-  }
-  for (int64_t j = 0; j < n; j += 64) CountStates64(states + j, std::min<int64_t>(64, n - j), &t);
   AddRoundCounts(t, steerable + SumLanes(lane_steerable), max_r, bad_m, tally);
 }
 
@@ -970,11 +1073,20 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
                                            &bad_m);
   };
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(states + i + kStatesAhead), _MM_HINT_T0);
-    for (int64_t j = i; j < i + 64; j += 8) replay8(j, 0xff);
+  if (bits.usable && p.k == 0) {
+    const FarFp32 far = FarFp32Of(bits, bw);
+    const int64_t full = n - n % 8;
+    while ((i = FarRunFp32<true>(far, x, out, states, i, full)) < full) {
+      replay8(i, 0xff);
+      i += 8;
+    }
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(states + i + kStatesAhead), _MM_HINT_T0);
+      for (int64_t j = i; j < i + 64; j += 8) replay8(j, 0xff);
+    }
+    for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   }
-  for (; i + 8 <= n; i += 8) replay8(i, 0xff);
   if (i < n) replay8(i, TailMask(n - i));
   AddLaneCounts(lanes, &c);
   AddReplayCounts(c, max_r, bad_m, tally);
@@ -994,11 +1106,6 @@ VT_AVX512 inline bool RoundZeroFp32x8(const double* x, double* out, __mmask8 val
   Store8(out, valid, _mm512_castpd_si512(r));
   return true;
 }
-
-// Whether MXCSR leaves FP32 results and FP64 inputs as IEEE-754 has them (FTZ, bit 15, and
-// DAZ, bit 6, clear): a library may set them, and the conversion path would then flush FP32
-// subnormals that rnd_b keeps. (The conversion's rounding is set per instruction.)
-VT_AVX512 inline bool HardwareRoundsLikeFp32() { return (_mm_getcsr() & 0x8040u) == 0; }
 
 VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, double* out, int64_t n,
                                RoundTally* tally) {

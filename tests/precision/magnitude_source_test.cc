@@ -8,6 +8,7 @@
 #include "runtime/precision/magnitude_source.h"
 
 #include <ATen/ATen.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -444,6 +445,146 @@ TEST_CASE("the bounded kernels equal the array's on every value class, span leng
   }
   CHECK(fast_kinds > 10);       // entries were made, so the slow groups were exercised
   CHECK(steerable_only > 100);  // and values steerable without an entry (w < d <= 2 w)
+}
+
+// Sets MXCSR's flush-to-zero and denormals-are-zero bits (0x8040) to `flags` for its
+// lifetime, from `saved`.
+struct McsrFlags {
+  unsigned int saved;
+  McsrFlags(unsigned int s, unsigned int flags) : saved(s) { _mm_setcsr((s & ~0x8040u) | flags); }
+  ~McsrFlags() { _mm_setcsr(saved); }
+};
+
+// Every kernel variant with each of MXCSR's four settings of those bits.
+std::vector<std::pair<prec::KernelIsa, unsigned int>> IsasAndFlags() {
+  std::vector<std::pair<prec::KernelIsa, unsigned int>> out;
+  for (prec::KernelIsa isa : prec::SupportedKernelIsas()) {
+    for (unsigned int flags : {0x0u, 0x8000u, 0x0040u, 0x8040u}) out.emplace_back(isa, flags);
+  }
+  return out;
+}
+
+TEST_CASE("the bounded kernels' runs of far groups stop where the array's results differ",
+          "[precision][magnitude]") {
+  // At b = 32 the bounded kernels round runs of groups far from their windows by the
+  // hardware's FP32 conversion and stop at the first group that is not, whatever MXCSR's
+  // flush-to-zero and denormals-are-zero flags (the array's results are taken without). Here
+  // most groups are far, and one value in 48 sits where that test must stop the run: within
+  // 8 w of its midpoint (inside w: logged; the rest: the test's margin), at the edge of a binade
+  // (the spacing halves below a power of two), at the ends of FP32's normal range (2^-126, the
+  // largest value below 2^128), a zero or an FP32 subnormal.
+  const uint64_t seed = oracle::TestSeed("bounded kernels' far runs");
+  oracle::ValueGenerator gen(seed);
+  IsaGuard guard;
+  int64_t entries = 0;
+  for (uint64_t k : {uint64_t{0}, uint64_t{5}}) {
+    const int significand = 24 - static_cast<int>(k);  // bits, with the implicit one
+    for (double alpha : {0x1p-44, 0x1p-34, 0x1p-26}) {
+      prec::KernelParams p;
+      p.k = k;
+      p.band = 0.0;
+      p.alpha = alpha;
+      for (int64_t n : {8, 64, 2045, 2048}) {
+        for (bool uniform : {false, true}) {
+          std::vector<double> xs, ms;
+          std::vector<uint8_t> given;
+          for (int64_t i = 0; i < n; ++i) {
+            const double m = uniform ? 4.0 : std::ldexp(0.5 + gen.Unit(), gen.Int(-3, 3));
+            double v = (gen.Unit() - 0.5) * m;
+            if (gen.Int(0, 47) == 0) {
+              int e = 0;
+              std::frexp(v, &e);
+              const double g = std::ldexp(1.0, e - significand);  // v's spacing
+              const double w = alpha * m;
+              switch (gen.Int(0, 6)) {
+                case 0: {  // t w from the midpoint, t around 1, 2, 4 and 8
+                  const double ts[] = {0.5, 1.5, 1.99, 2.01, 3.9, 4.1, 7.9, 8.1, 9.0};
+                  const double t = ts[gen.Int(0, 8)];
+                  const double mid = std::floor(std::fabs(v) / g) * g + g / 2;
+                  v = std::copysign(mid + (gen.Int(0, 1) == 0 ? 1 : -1) * t * w, v);
+                  break;
+                }
+                case 1: {  // just above or below a power of two, off the grid
+                  const double edge = std::ldexp(1.0, gen.Int(-4, 4));
+                  v = edge + (gen.Int(0, 1) == 0 ? 1 : -1) * edge * 0x1p-26 * gen.Int(1, 9);
+                  break;
+                }
+                case 2:
+                  v = gen.Int(0, 1) == 0 ? 0.0 : -0.0;
+                  break;
+                case 3:
+                  v = std::ldexp(gen.Unit(), -130);  // FP32 subnormal
+                  break;
+                case 4:  // around the smallest normal
+                  v = 0x1p-126 * (1.0 + (gen.Unit() - 0.5) * 0x1p-20);
+                  break;
+                case 5:  // the largest values below 2^128, 1.5 to 3.5 spacings from it
+                  v = 0x1p128 - std::ldexp(1.5 + 2.0 * gen.Unit(), 128 - significand);
+                  break;
+                default:
+                  v = static_cast<double>(static_cast<float>(v));  // on the grid
+                  break;
+              }
+            }
+            xs.push_back(v);
+            ms.push_back(m);
+            given.push_back(static_cast<uint8_t>(gen.Int(0, 63) == 0 ? gen.Int(1, 3) : 0));
+          }
+          const double largest = *std::max_element(ms.begin(), ms.end());
+          const prec::MagnitudeFiller filler{
+              [](const void* ctx, int64_t begin, int64_t count, double* out) {
+                const double* m = static_cast<const double*>(ctx);
+                std::copy(m + begin, m + begin + count, out);
+              },
+              ms.data(), 0};
+          const unsigned int saved = _mm_getcsr();
+          for (auto [isa, flags] : IsasAndFlags()) {
+            prec::SetKernelIsa(isa);
+            INFO("k=" << k << " alpha=" << alpha << " n=" << n << " uniform=" << uniform
+                      << " variant " << prec::KernelIsaName(isa) << " MXCSR flags " << flags);
+            std::vector<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+            std::vector<uint8_t> sa(static_cast<size_t>(n)), sb(static_cast<size_t>(n));
+            prec::RoundTally ta, tb;
+            prec::RoundSpan(p, xs.data(), a.data(), sa.data(), n, &ta, ms.data());
+            const McsrFlags set(saved, flags);  // the bounded kernels' calls only
+            prec::RoundLogBoundedSpan(p, xs.data(), b.data(), sb.data(), n, &tb, largest, filler);
+            REQUIRE_FALSE(ta.out_of_range);
+            REQUIRE_FALSE(tb.out_of_range);
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * 8) == 0);
+            CHECK(sa == sb);
+            CHECK(ta.down == tb.down);
+            CHECK(ta.up == tb.up);
+            CHECK(ta.exact == tb.exact);
+            CHECK(ta.steerable == tb.steerable);
+            // In place, as the boundaries round.
+            std::vector<double> c = xs;
+            std::vector<uint8_t> sc(static_cast<size_t>(n));
+            prec::RoundTally tc;
+            prec::RoundLogBoundedSpan(p, c.data(), c.data(), sc.data(), n, &tc, largest, filler);
+            CHECK(std::memcmp(a.data(), c.data(), a.size() * 8) == 0);
+            CHECK(sa == sc);
+            for (const std::vector<uint8_t>* states : {&sa, &given}) {
+              prec::ReplayTally ra, rb;
+              {
+                const McsrFlags clear(saved, 0);
+                prec::ReplaySpan(p, xs.data(), states->data(), a.data(), n, &ra, ms.data());
+              }
+              std::vector<double> d = xs;  // in place
+              prec::ReplayBoundedSpan(p, d.data(), states->data(), d.data(), n, &rb, largest,
+                                      filler);
+              CHECK(std::memcmp(a.data(), d.data(), a.size() * 8) == 0);
+              CHECK(ra.corrections == rb.corrections);
+              CHECK(ra.illegitimate == rb.illegitimate);
+              CHECK(ra.near_misses == rb.near_misses);
+              CHECK(ra.steerable == rb.steerable);
+            }
+            entries += ta.down + ta.up + ta.exact;
+          }
+        }
+      }
+    }
+  }
+  CHECK(entries > 20);  // values inside w were logged: the runs stopped there
 }
 
 TEST_CASE("an outer magnitude's bound covers every element of a run, and needs good factors",
