@@ -211,26 +211,36 @@ uint32_t ExtendCrc(uint32_t crc, const double* out, int64_t begin, int64_t count
                              static_cast<size_t>(count) * sizeof(double));
 }
 
-uint32_t BlockCrc(const double* out, int64_t begin, int64_t count) {
-  checksummed_blocks.fetch_add(1, std::memory_order_relaxed);
-  return ExtendCrc(0, out, begin, count);
-}
+// Elements a producer writes at a time before the kernels round them (16 KiB: the block is
+// still in the L1 cache when the kernels read it back), and a span the kernels round before
+// its output is checksummed.
+constexpr int64_t kProduceBlock = 2048;
 
 // Calls span(begin, end) over [0, n) in blocks of kCrcBlock elements, on the calling thread
 // and on helpers that join as they wake (HelpedFor: a boundary's pass is too short to wait
-// for a sleeping thread). With `crcs`, each full block is checksummed right after its span
-// wrote it to `out`, while it is still in cache (a pass over the whole output afterwards
-// reads it back from memory): crcs[b] is block b's CRC-32C, for the n / kCrcBlock full blocks
-// (JoinCrcs adds the rest).
+// for a sleeping thread). With `crcs`, each full block is taken kProduceBlock elements at a
+// time, and its checksum extended over each as soon as its span wrote it to `out`, while it
+// is still in L1 (read back after the whole block, it comes from L2; after the whole output,
+// from memory): crcs[b] is block b's CRC-32C, for the n / kCrcBlock full blocks (JoinCrcs
+// adds the rest).
 template <class Span>
 void ForOutputBlocks(int64_t n, const double* out, std::vector<uint32_t>* crcs, Span span) {
   const int64_t full = n / kCrcBlock;
   if (crcs != nullptr) crcs->assign(static_cast<size_t>(full), 0);
   HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
-    span(begin, end);
     const int64_t b = begin / kCrcBlock;
-    if (crcs != nullptr && b < full)
-      (*crcs)[static_cast<size_t>(b)] = BlockCrc(out, begin, kCrcBlock);
+    if (crcs == nullptr || b >= full) {
+      span(begin, end);
+      return;
+    }
+    uint32_t crc = 0;
+    for (int64_t s = begin; s < end; s += kProduceBlock) {
+      const int64_t e = std::min(end, s + kProduceBlock);
+      span(s, e);
+      crc = ExtendCrc(crc, out, s, e - s);
+    }
+    (*crcs)[static_cast<size_t>(b)] = crc;
+    checksummed_blocks.fetch_add(1, std::memory_order_relaxed);
   });
 }
 
@@ -244,9 +254,6 @@ uint32_t JoinCrcs(const std::vector<uint32_t>& crcs, const double* out, int64_t 
                              static_cast<size_t>(n - done) * sizeof(double));
 }
 
-// Elements a producer writes at a time before the kernels round them (16 KiB: the block is
-// still in the L1 cache when the kernels read it back).
-constexpr int64_t kProduceBlock = 2048;
 // Elements per parallel task of a producer run on its own (the elementwise kernels' grain).
 constexpr int64_t kProducerGrain = int64_t{1} << 15;
 
