@@ -550,10 +550,11 @@ at::Tensor StepContext::RoundedNamed(const std::string& boundary, const at::Tens
       const std::string where_text = "boundary '" + boundary + "' call " + std::to_string(call) +
                                      " at step " + std::to_string(step_);
       if (it == log_->end() || it->second.size() != input.numel()) {
-        Mismatch(it == log_->end() ? "no log record for " + where_text
-                                   : "the log record for " + where_text + " has " +
-                                         std::to_string(it->second.size()) +
-                                         " elements, the tensor " + std::to_string(input.numel()));
+        Mismatch(boundary, it == log_->end()
+                               ? "no log record for " + where_text
+                               : "the log record for " + where_text + " has " +
+                                     std::to_string(it->second.size()) + " elements, the tensor " +
+                                     std::to_string(input.numel()));
         if (it != log_->end()) used_.insert(it->first);
         at::Tensor rounded = round(nullptr);
         Trace(boundary, call, rounded);
@@ -747,7 +748,8 @@ void StepContext::Compare(const std::string& boundary, int32_t call, const at::T
   d.max_rel = std::max(d.max_rel, m.max_rel());
 }
 
-void StepContext::Mismatch(const std::string& what) {
+void StepContext::Mismatch(const std::string& boundary, const std::string& what) {
+  if (!counts_shared_mismatches_ && ShardOf(boundary) < 0) return;
   if (log_mismatches_++ == 0) first_log_mismatch_ = what;
 }
 
@@ -765,9 +767,10 @@ StepLog::iterator StepContext::ReplayRecord(const RecordKey& key, int64_t numel)
     precision::DecodeLogInto(bytes, &it->second, limits);
   } catch (const std::exception& e) {
     log_->erase(it);
-    Mismatch("the log record for boundary '" + key.first + "' call " + std::to_string(key.second) +
-             " at step " + std::to_string(step_) + " does not decode for its tensor of " +
-             std::to_string(numel) + " elements: " + e.what());
+    Mismatch(key.first, "the log record for boundary '" + key.first + "' call " +
+                            std::to_string(key.second) + " at step " + std::to_string(step_) +
+                            " does not decode for its tensor of " + std::to_string(numel) +
+                            " elements: " + e.what());
     return log_->end();
   }
   return it;
@@ -787,9 +790,9 @@ void StepContext::Finish() {
   if (mode_ != Mode::kReplay) return;
   if (trace_expected_) CheckTraceCalls();
   for (const auto& [key, bytes] : deferred_) {
-    Mismatch("the log has a record for boundary '" + key.first + "' call " +
-             std::to_string(key.second) + " at step " + std::to_string(step_) +
-             " that this replay never reached");
+    Mismatch(key.first, "the log has a record for boundary '" + key.first + "' call " +
+                            std::to_string(key.second) + " at step " + std::to_string(step_) +
+                            " that this replay never reached");
   }
   deferred_.clear();
   if (used_.size() == log_->size()) return;
@@ -799,9 +802,9 @@ void StepContext::Finish() {
     if (used_.count(key) != 0) continue;
     auto it = calls_.find(key.first);
     const bool reached = it != calls_.end() && key.second < it->second;
-    Mismatch("the log has a record for boundary '" + key.first + "' call " +
-             std::to_string(key.second) + " at step " + std::to_string(step_) +
-             " that this replay " + (reached ? "did not use" : "never reached"));
+    Mismatch(key.first, "the log has a record for boundary '" + key.first + "' call " +
+                            std::to_string(key.second) + " at step " + std::to_string(step_) +
+                            " that this replay " + (reached ? "did not use" : "never reached"));
   }
 }
 
@@ -811,14 +814,14 @@ void StepContext::CheckTraceCalls() {
   auto made = trace_.begin();
   while (want != expected_trace_.end() || made != trace_.end()) {
     if (made == trace_.end() || (want != expected_trace_.end() && want->first < made->first)) {
-      Mismatch("the trace names boundary '" + want->first.first + "' call " +
-               std::to_string(want->first.second) + " at step " + std::to_string(step_) +
-               ", a call this replay never made");
+      Mismatch(want->first.first, "the trace names boundary '" + want->first.first + "' call " +
+                                      std::to_string(want->first.second) + " at step " +
+                                      std::to_string(step_) + ", a call this replay never made");
       ++want;
     } else if (want == expected_trace_.end() || made->first < want->first) {
-      Mismatch("the trace has no entry for boundary '" + made->first.first + "' call " +
-               std::to_string(made->first.second) + " at step " + std::to_string(step_) +
-               ", a call this replay made");
+      Mismatch(made->first.first, "the trace has no entry for boundary '" + made->first.first +
+                                      "' call " + std::to_string(made->first.second) + " at step " +
+                                      std::to_string(step_) + ", a call this replay made");
       ++made;
     } else {
       ++want;

@@ -321,9 +321,16 @@ class StepContext {
   // Finish() ends the step: replay counts the records no boundary reached; logging drops
   // the records of an earlier step that this one did not write.
   void Finish();
-  // Replay: counts a record that does not fit before any boundary looks for it (one that
-  // could not be decoded, dropped from the step's log), described by `what`.
-  void CountLogMismatch(const std::string& what) { Mismatch(what); }
+  // Replay: counts a record of `boundary` that does not fit before any boundary looks for it
+  // (one that could not be decoded, dropped from the step's log), described by `what`.
+  void CountLogMismatch(const std::string& boundary, const std::string& what) {
+    Mismatch(boundary, what);
+  }
+  // Replay in a group of ranks: whether this rank counts the mismatches of shared boundaries
+  // (ShardOf < 0: every rank replays them alike and holds the same records of them), so that
+  // the group's sum counts each once, as one process does. Default: true (rank 0 only in a
+  // group).
+  void set_counts_shared_mismatches(bool counts) { counts_shared_mismatches_ = counts; }
   int64_t log_mismatches() const { return log_mismatches_; }
   const std::string& first_log_mismatch() const { return first_log_mismatch_; }
 
@@ -388,6 +395,7 @@ class StepContext {
   StepTrace expected_trace_;
   bool trace_expected_ = false;  // set_expected_trace was called (an empty trace is one too)
   bool count_near_limit_ = false;
+  bool counts_shared_mismatches_ = true;
   std::map<RecordKey, std::string> deferred_;
   std::string divergence_;
   int64_t log_mismatches_ = 0;
@@ -449,7 +457,9 @@ class StepContext {
   at::Tensor GridShortcut(const std::string& boundary, int32_t call, const at::Tensor& x,
                           const precision::RoundOptions& options);
 
-  void Mismatch(const std::string& what);
+  // Counts a mismatch at `boundary` (a record's or trace entry's), unless it is shared and
+  // this rank does not count those.
+  void Mismatch(const std::string& boundary, const std::string& what);
   // Replay: the mismatches between the expected trace's entries and the calls made.
   void CheckTraceCalls();
   // Replay: the record of `key` in the step's log, decoding a deferred one for a tensor of

@@ -301,8 +301,11 @@ StepReport Runner::Step() {
   }
   if (expected_trace_given_) context.set_expected_trace(std::move(expected_trace_));
   context.set_count_near_limit(options_.count_near_limit);
+  // In a group each rank replays the shared boundaries and holds their records: rank 0
+  // alone counts their mismatches (GatherReports sums the ranks').
+  context.set_counts_shared_mismatches(!options_.group || options_.group->rank() == 0);
   expected_trace_given_ = false;
-  for (const std::string& what : undecodable_) context.CountLogMismatch(what);
+  for (const auto& [boundary, what] : undecodable_) context.CountLogMismatch(boundary, what);
   undecodable_.clear();
   if (!deferred_.empty()) context.set_deferred_records(std::move(deferred_));
   deferred_.clear();
@@ -693,17 +696,18 @@ Encoded Auditor::FinishDecoding(int64_t step, std::vector<store::LogRecord> reco
       log->erase(key);
     }
     if (!error.empty()) {
-      undecodable_.push_back("step " + std::to_string(step) + ", record '" + r.boundary +
-                             "' call " + std::to_string(r.call) +
-                             " could not be decoded: " + error);
+      undecodable_.emplace_back(r.boundary, "step " + std::to_string(step) + ", record '" +
+                                                r.boundary + "' call " + std::to_string(r.call) +
+                                                " could not be decoded: " + error);
     }
     encoded.emplace_back(key, std::move(r.value));
   }
   // Every honest step commits its trace (an empty step an empty one): a step without one is
   // no step an honest trainer writes.
   if (!traced) {
-    undecodable_.push_back("step " + std::to_string(step) + " has no trace record ('" +
-                           std::string(nn::kTraceBoundary) + "' call 0)");
+    undecodable_.emplace_back(nn::kTraceBoundary,
+                              "step " + std::to_string(step) + " has no trace record ('" +
+                                  std::string(nn::kTraceBoundary) + "' call 0)");
   }
   return encoded;
 }

@@ -173,10 +173,11 @@ class Runner {
       int64_t step, const nn::StepContext& context, const nn::StepLog& log,
       std::vector<std::pair<nn::RecordKey, std::string>> prepared) = 0;
   // Set by an auditor's PrepareStep: the trainer's trace of the step, and the records it
-  // could not decode (dropped from the step's log), counted as log mismatches by Step.
+  // could not decode (dropped from the step's log; boundary, description), counted as log
+  // mismatches by Step.
   nn::StepTrace expected_trace_;
   bool expected_trace_given_ = false;  // the step's trace decoded (it may be empty)
-  std::vector<std::string> undecodable_;
+  std::vector<std::pair<std::string, std::string>> undecodable_;
   std::map<nn::RecordKey, std::string> deferred_;  // records decoded at their boundary
   nn::StepLog step_log_;  // one step's records; kept so that their buffers are reused
   // A logging step's records encoded while it computes (record_encoder.h); after step_log_,

@@ -142,6 +142,71 @@ suite:test("forged entries in every shard are counted by a group auditor as by o
   T.assert_eq(tonumber(honest:match("(%d+) illegitimate entries")), 0, honest)
 end)
 
+suite:test("records that do not fit are counted by a group auditor as by one process", function()
+  -- Every rank replays the shared boundaries (no shard prefix) and is sent their records and
+  -- the trace; each counted a shared record that does not fit, so two ranks reported twice
+  -- what one process did (until the third session of 2026-12-05). Rank 0 alone counts them now.
+  local dir = tmp .. "/misfits"
+  vt.fs.mkdir(dir)
+  local worker = dir .. "/worker.lua"
+  local f = assert(io.open(worker, "wb"))
+  f:write([[
+local role, dir, case = arg[1], arg[2], arg[3]
+local data = vt.data.synthetic{size = 256, input_shape = {1, 8, 8}, classes = 4, seed = 3}
+local spec = vt.spec{model = vt.models.mlp{input_shape = {1, 8, 8}, hidden = {16}, classes = 4}, data = data,
+                     optim = vt.optim.sgd{lr = 0.05, momentum = 0.9}, batch = 16, steps = 2, seed = 1,
+                     checkpoint_every = 1, shards = 2, round = {bits = 32, band = 1 / 16}}
+local rank = vt.dist.rank()
+if role == "train" then
+  vt.trainer{spec = spec, data = data, store = vt.store.open(dir .. "/trainer"), run = "run"}:run{progress = false}
+elseif role == "forge" then
+  -- Step 2's records, changed by `case`, in a store of their own.
+  local hr = vt.store.open(dir .. "/trainer", {read_only = true}):run("run")
+  local run = vt.store.open(dir .. "/" .. case):create_run("run", {spec = hr:spec(), checkpoint_every = 1, steps = 2})
+  run:put_checkpoint(0, hr:checkpoint(0))
+  run:write_step(1, hr:step(1))
+  run:put_checkpoint(1, hr:checkpoint(1))
+  local out, shared, sharded = {}, nil, nil
+  for _, r in ipairs(hr:step(2)) do
+    if r.boundary ~= "~trace" and not r.boundary:find("/", 1, true) then shared = shared or r end
+    if r.boundary:find("^s1/") then sharded = sharded or r end
+    if not (case == "no-trace" and r.boundary == "~trace") then out[#out + 1] = r end
+  end
+  assert(shared and sharded, "a shared and a sharded record")
+  if case == "stray-shared" then out[#out + 1] = {boundary = shared.boundary, call = 9, value = shared.value} end
+  if case == "stray-sharded" then out[#out + 1] = {boundary = sharded.boundary, call = 9, value = sharded.value} end
+  if case == "undecodable-shared" then
+    for i, r in ipairs(out) do
+      if r.boundary == shared.boundary and r.call == shared.call then out[i] = {boundary = r.boundary, call = r.call, value = "garbage"} end
+    end
+  end
+  run:write_step(2, out)
+  run:put_checkpoint(2, hr:checkpoint(2))
+else
+  local a = vt.auditor{spec = spec, data = data, profile = "splitk4",
+                       logs = rank == 0 and vt.store.open(dir .. "/" .. case, {read_only = true}) or nil, logs_run = "run"}
+  local r = a:run{progress = false}
+  if rank == 0 then print("mismatches " .. r.log_mismatches .. " first: " .. tostring(r.log_mismatch)) end
+end
+]])
+  f:close()
+  local status, out = sh(string.format("%s %s train %s", vtrun, worker, dir))
+  T.assert_eq(status, 0, out)
+  for _, case in ipairs{"control", "stray-shared", "stray-sharded", "undecodable-shared", "no-trace"} do
+    status, out = sh(string.format("%s %s forge %s %s", vtrun, worker, dir, case))
+    T.assert_eq(status, 0, out)
+    local counts = {}
+    for _, n in ipairs{1, 2} do
+      local st, o = sh(string.format("%s --nproc %d %s audit %s %s", vtrun, n, worker, dir, case))
+      T.assert_eq(st, 0, o)
+      counts[n] = tonumber(o:match("mismatches (%d+)"))
+      T.assert_true(counts[n] ~= nil, o)
+    end
+    T.assert_eq(counts[2], counts[1], case)
+    if case == "control" then T.assert_eq(counts[1], 0, case) else T.assert_true(counts[1] >= 1, case) end
+  end
+end)
+
 -- Writes, under `dir`, a model (`width` inputs, `classes` outputs) whose second head joins the
 -- output only where pixel `pixel` of a shard's first example is positive (so which boundaries a shard reaches depends on the
 -- data), and a worker script: `vtrun worker.lua ROLE DIR` with ROLE probe (which shards reach
