@@ -469,6 +469,7 @@ Dispatch& ActiveDispatch() {
 
 void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* states, int64_t n,
                RoundTally* tally, const double* magnitude) {
+  const KernelFpEnv env;
   const bool log = states != nullptr;
   const bool in_place = x == out;
   // A value's own magnitude only matters through alpha: without one (the paper's window) the
@@ -486,6 +487,7 @@ void RoundSpan(const KernelParams& p, const double* x, double* out, uint8_t* sta
 
 void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                 int64_t n, ReplayTally* tally, const double* magnitude) {
+  const KernelFpEnv env;
   if (magnitude != nullptr || (p.own_magnitude && p.alpha > 0.0)) {
     ActiveDispatch().table->replay_m[x == out](p, x, states, out, n, tally, magnitude);
     return;
@@ -499,11 +501,15 @@ namespace {
 // a buffer on the stack.
 constexpr int64_t kBoundedSpanMax = 2048;
 
-// Fills a bounded span's n magnitudes into buf (kBoundedSpanMax values).
-const double* FilledSpan(const MagnitudeFiller& f, int64_t n, double* buf) {
+// A bounded span's size checked (on every variant alike).
+void CheckBoundedSpan(int64_t n) {
   if (n > kBoundedSpanMax) {
     throw Error("a bounded span holds at most 2048 values, got " + std::to_string(n));
   }
+}
+
+// Fills a bounded span's n magnitudes into buf (kBoundedSpanMax values).
+const double* FilledSpan(const MagnitudeFiller& f, int64_t n, double* buf) {
   f.fill(f.ctx, f.offset, n, buf);
   return buf;
 }
@@ -512,6 +518,8 @@ const double* FilledSpan(const MagnitudeFiller& f, int64_t n, double* buf) {
 
 void RoundLogBoundedSpan(const KernelParams& p, const double* x, double* out, uint8_t* states,
                          int64_t n, RoundTally* tally, double bound, const MagnitudeFiller& f) {
+  CheckBoundedSpan(n);
+  const KernelFpEnv env;
   if (p.band == 0.0 && ActiveDispatch().isa == KernelIsa::kAvx512) {
     avx512::RoundLogBounded(p, x, out, states, n, tally, bound, f);
     return;
@@ -522,6 +530,8 @@ void RoundLogBoundedSpan(const KernelParams& p, const double* x, double* out, ui
 
 void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* states, double* out,
                        int64_t n, ReplayTally* tally, double bound, const MagnitudeFiller& f) {
+  CheckBoundedSpan(n);
+  const KernelFpEnv env;
   if (p.band == 0.0 && ActiveDispatch().isa == KernelIsa::kAvx512) {
     avx512::ReplayBounded(p, x, states, out, n, tally, bound, f);
     return;
@@ -532,6 +542,7 @@ void ReplayBoundedSpan(const KernelParams& p, const double* x, const uint8_t* st
 
 void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint8_t* states,
                               double* out, int64_t n, ReplayTally* tally) {
+  const KernelFpEnv env;
   if (ActiveDispatch().isa == KernelIsa::kAvx512) {
     avx512::ReplayNoneZeroWindow(p, x, out, n, tally);
     return;
@@ -540,6 +551,7 @@ void ReplayNoneZeroWindowSpan(const KernelParams& p, const double* x, const uint
 }
 
 void GridSpan(uint64_t k, const double* x, double* lo, double* hi, int64_t n, bool* out_of_range) {
+  const KernelFpEnv env;
   ActiveDispatch().table->grid(k, x, lo, hi, n, out_of_range);
 }
 

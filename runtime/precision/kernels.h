@@ -14,8 +14,44 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 namespace vt::precision {
+
+// The floating-point environment the kernels and window.h's rules assume: IEEE-754 round to
+// nearest, ties to even, subnormals kept, exceptions masked (x86 MXCSR 0x1F80, its status
+// flags aside). MXCSR is each thread's own, and a library may change it on a thread
+// (LibTorch's set_flush_denormal sets flush-to-zero and denormals-are-zero): an FP64-subnormal
+// value then looked like a zero on the grid and lost its EXACT entry, a window of an FP64-
+// subnormal width looked shut, and another rounding mode changed what the generic kernels
+// round to, so results depended on which thread rounded a block. Every entry point (the span
+// functions here, round.h's, and each parallel task of a pass) holds one of these: it sets
+// that environment for its lifetime where the thread's differs (one read of MXCSR where it
+// does not) and gives the thread its own back after.
+class KernelFpEnv {
+ public:
+#if defined(__x86_64__) || defined(__i386__)
+  KernelFpEnv() : saved_(_mm_getcsr()), changed_((saved_ & ~0x3Fu) != kWanted) {
+    if (changed_) _mm_setcsr(kWanted);
+  }
+  ~KernelFpEnv() {
+    if (changed_) _mm_setcsr(saved_);
+  }
+#else
+  KernelFpEnv() = default;  // (assumed: the platform's default environment)
+#endif
+  KernelFpEnv(const KernelFpEnv&) = delete;
+  KernelFpEnv& operator=(const KernelFpEnv&) = delete;
+
+ private:
+#if defined(__x86_64__) || defined(__i386__)
+  static constexpr unsigned int kWanted = 0x1F80u;
+  unsigned int saved_;
+  bool changed_;
+#endif
+};
 
 // Smallest and largest rounding amount b (bits of the FP32 word that are kept).
 constexpr int kMinBits = 10;

@@ -228,6 +228,7 @@ void ForOutputBlocks(int64_t n, const double* out, std::vector<uint32_t>* crcs, 
   const int64_t full = n / kCrcBlock;
   if (crcs != nullptr) crcs->assign(static_cast<size_t>(full), 0);
   HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
+    const KernelFpEnv env;  // on a helper thread too
     const int64_t b = begin / kCrcBlock;
     if (crcs == nullptr || b >= full) {
       span(begin, end);
@@ -344,6 +345,7 @@ double LargestGridValue(int bits) {
 }
 
 double RoundValue(double x, int bits) {
+  const KernelFpEnv env;  // (kernels.h)
   RoundOptions options;
   options.bits = bits;
   options.Validate();
@@ -451,6 +453,7 @@ RoundStats RoundValues(const double* xp, double* op, int64_t n, const BlockProdu
 RoundStats RoundInto(const at::Tensor& x, const at::Tensor& out, const RoundOptions& options,
                      LogRecord* log, const BoundaryContext& context, const Magnitude& magnitude,
                      uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -468,6 +471,7 @@ void RunProducer(int64_t n, BlockProducer produce) {
 RoundStats RoundProduced(const at::Tensor& out, BlockProducer produce, const RoundOptions& options,
                          LogRecord* log, const BoundaryContext& context, const Magnitude& magnitude,
                          uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckOutput(out, out);
   const int64_t n = out.numel();
@@ -483,6 +487,7 @@ RoundStats RoundProduced(const at::Tensor& out, BlockProducer produce, const Rou
 RoundResult Round(const at::Tensor& x, const RoundOptions& options, LogRecord* log,
                   const BoundaryContext& context, const Magnitude& magnitude,
                   uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
@@ -712,6 +717,7 @@ ReplayReport ReplayValues(const double* xp, double* op, int64_t n, const BlockPr
 ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Tensor& out,
                         const RoundOptions& options, const BoundaryContext& context,
                         const Magnitude& magnitude, uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckContiguousInput(x);
   CheckOutput(x, out);
@@ -726,6 +732,7 @@ ReplayReport ReplayInto(const at::Tensor& x, const LogRecord& log, const at::Ten
 ReplayReport ReplayProduced(const at::Tensor& out, BlockProducer produce, const LogRecord& log,
                             const RoundOptions& options, const BoundaryContext& context,
                             const Magnitude& magnitude, uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckOutput(out, out);
   const int64_t n = out.numel();
@@ -789,6 +796,7 @@ void RunChain(std::vector<ChainLink>* links, bool replay, Make make, Keep keep) 
   std::mutex mu;
   std::vector<Tally> totals(k);
   HelpedFor(n, kCrcBlock, [&](int64_t begin, int64_t end) {
+    const KernelFpEnv env;  // on a helper thread too
     std::vector<Tally> t(k);
     // A full chunk's CRC is extended block by block, each block right after its span wrote
     // it (in L1): read back after the whole chunk, the links' chunks (k x 256 KiB) no longer
@@ -829,6 +837,7 @@ bool ChainNeedsNoScale(const RoundOptions& options, const Magnitude& magnitude) 
 }
 
 void RoundChain(std::vector<ChainLink>* links) {
+  const KernelFpEnv env;  // (kernels.h)
   RunChain<RoundTally>(
       links, false,
       [](ChainLink& l, double* op, int64_t n, const Magnitude& m) {
@@ -838,6 +847,7 @@ void RoundChain(std::vector<ChainLink>* links) {
 }
 
 void ReplayChain(std::vector<ChainLink>* links) {
+  const KernelFpEnv env;  // (kernels.h)
   RunChain<ReplayTally>(
       links, true,
       [](ChainLink& l, double* op, int64_t n, const Magnitude& m) {
@@ -851,6 +861,7 @@ int64_t ChecksummedBlocks() { return checksummed_blocks.load(std::memory_order_r
 ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOptions& options,
                     const BoundaryContext& context, const Magnitude& magnitude,
                     uint32_t* output_crc) {
+  const KernelFpEnv env;  // (kernels.h)
   options.Validate();
   CheckInput(x, "input");
   const at::Tensor xc = x.contiguous();
@@ -861,6 +872,7 @@ ReplayResult Replay(const at::Tensor& x, const LogRecord& log, const RoundOption
 }
 
 GridResult Grid(const at::Tensor& x, int bits) {
+  const KernelFpEnv env;  // (kernels.h)
   RoundOptions options;
   options.bits = bits;
   options.Validate();
