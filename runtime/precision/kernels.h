@@ -146,7 +146,10 @@ void ReplaySpan(const KernelParams& p, const double* x, const uint8_t* states, d
 
 // Per-element magnitudes given by a source that computes them on request, with `bound` >= every
 // one of them over the span (precision/magnitude_source.h OuterBound): fill(ctx, offset + i,
-// count, out) writes the magnitudes of elements [i, i + count) of the span.
+// count, out) writes the magnitudes of elements [i, i + count) of the span. The source must
+// give magnitudes in [0, bound] (OuterBound is valid only for finite factors >= 0): the
+// AVX-512 variant does not read those of a group it rounds without them, so a bad one there
+// is not reported as it is with the magnitudes written out.
 struct MagnitudeFiller {
   void (*fill)(const void* ctx, int64_t begin, int64_t count, double* out);
   const void* ctx;
