@@ -906,11 +906,6 @@ VT_AVX512 inline bool NoEntries8(const uint8_t* states, __mmask8 valid) {
   return _mm_test_all_zeros(st, st) != 0;
 }
 
-// Whether MXCSR leaves FP32 results and FP64 inputs as IEEE-754 has them (FTZ, bit 15, and
-// DAZ, bit 6, clear): a library may set them, and the conversion path would then flush FP32
-// subnormals that rnd_b keeps. (The conversion's rounding is set per instruction.)
-VT_AVX512 inline bool HardwareRoundsLikeFp32() { return (_mm_getcsr() & 0x8040u) == 0; }
-
 // RoundFarFromWindow8's test at b = 32 by the hardware's FP32 conversion, in a loop of its
 // own: the constants stay in registers and the loop holds no slow path, about half the
 // integer path's instructions per group. For a lane on the normal FP32 grid (2^-126 <= |x|,
@@ -919,9 +914,7 @@ VT_AVX512 inline bool HardwareRoundsLikeFp32() { return (_mm_getcsr() & 0x8040u)
 // midpoint is g/2 - |x - r|. The lane is far when |x - r| < RD(g/2 - 8 w_max): then
 // d > 8 w_max and g/2 > 8 w_max (w_max < g/16, narrow), RoundFarFromWindow8's test with a
 // wider margin (a lane within 8 w_max of its midpoint takes the slow path, which decides it
-// exactly). Zeros pass when they are never steerable. Every operation on such a lane has a
-// normal input and result, and the conversion and the subtraction of the margin name their
-// rounding, so MXCSR's flush-to-zero, denormals-are-zero and rounding mode change nothing.
+// exactly). Zeros pass when they are never steerable.
 struct FarFp32 {
   __m512d w8;            // 8 w_max (NaN or infinite: no lane passes)
   __m512i halfg_below;   // subtracted from |x|'s exponent bits: those of g/2
@@ -1095,8 +1088,9 @@ VT_AVX512 void ReplayBounded(const KernelParams& params, const double* x, const 
 // 8 lanes of RoundZeroWindow at b = 32 by the hardware's conversion to FP32 and back: false,
 // writing nothing, when some valid lane comes back infinite or NaN (out of range, or NaN in:
 // the checked path reports it). Round to nearest, ties to even, on FP32's grid with its
-// subnormals: rnd_b's grid at b = 32 (spacing 2^-149 at zero), sign of zero kept. Only without
-// flush-to-zero and denormals-are-zero (HardwareRoundsLikeFp32).
+// subnormals: rnd_b's grid at b = 32 (spacing 2^-149 at zero), sign of zero kept. Needs
+// flush-to-zero and denormals-are-zero clear (which would flush the FP32 subnormals rnd_b
+// keeps): the callers' KernelFpEnv sees to that.
 VT_AVX512 inline bool RoundZeroFp32x8(const double* x, double* out, __mmask8 valid) {
   const __m512d v = valid == 0xff ? _mm512_loadu_pd(x) : _mm512_maskz_loadu_pd(valid, x);
   const __m512d r =
@@ -1116,7 +1110,7 @@ VT_AVX512 void RoundZeroWindow(const KernelParams& params, const double* x, doub
   const BitsWindow bits = MakeBitsWindow<Shape::kAbsolute>(p);
   // At b = 32 rnd_b is the hardware's FP32 conversion: about half the integer path's vector
   // instructions.
-  const bool fp32 = p.k == 0 && HardwareRoundsLikeFp32();
+  const bool fp32 = p.k == 0;
   auto round8 = [&](int64_t i, __mmask8 valid) __attribute__((always_inline)) {
     if (fp32 ? RoundZeroFp32x8(x + i, out + i, valid) : RoundZeroBits8(bits, x + i, out + i, valid))
       return;

@@ -6,7 +6,9 @@
 //
 // They perform the same IEEE-754 operations as window.h in the same order, so every result,
 // state and count is identical to the generic kernels (the precision tests compare every
-// variant on the same inputs). Only called when the CPU has AVX-512 F/BW/DQ/VL.
+// variant on the same inputs). Only called when the CPU has AVX-512 F/BW/DQ/VL, and only
+// from kernels.cc's span functions, which hold kernels.h's KernelFpEnv: the kernels assume
+// its environment (no flush-to-zero or denormals-are-zero, round to nearest).
 #pragma once
 
 #include <cstdint>

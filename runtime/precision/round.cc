@@ -584,7 +584,7 @@ class ReplayPass {
       const Cell c = CellOf(BitsDouble(ux ^ sign), params_.k);
       const double rnd = BitsDouble(DoubleBits(c.r) | sign);
       if (!ExactLegitimate(xv, BitsFloat(e.fp32_bits), params_.k, params_.band,
-                           ExactAlphaScale(e.position, xv))) {
+                           AlphaScaleAt(e.position, xv))) {
         // Counted, not applied: the kernel left rnd_b(x') there. A value no honest trainer
         // writes never enters the replay (a forged 3e38 would overflow the next op and fail
         // the step before its entries were counted, leaving the dispute undecided).
@@ -596,11 +596,17 @@ class ReplayPass {
     }
   }
 
-  // The absolute term of the window at an EXACT entry's position, for the auditor's x'.
-  double ExactAlphaScale(int64_t position, double x) const {
-    return mag_.defined()          ? params_.alpha * mag_.At(position)
-           : params_.own_magnitude ? params_.alpha * std::fabs(x)
+  // The absolute term of the window at a value a = |x'| whose magnitude is *m (null without
+  // a magnitude tensor): alpha m, alpha a (own magnitudes), or the tensor's alpha_scale.
+  double AlphaScale(const double* m, double a) const {
+    return m != nullptr            ? params_.alpha * *m
+           : params_.own_magnitude ? params_.alpha * a
                                    : params_.alpha_scale;
+  }
+  // The same at element `position` (an EXACT entry's), for the auditor's x'.
+  double AlphaScaleAt(int64_t position, double x) const {
+    const double m = mag_.defined() ? mag_.At(position) : 0.0;
+    return AlphaScale(mag_.defined() ? &m : nullptr, std::fabs(x));
   }
 
   // The legitimate entries of [from, to) in the outer part of the window
@@ -619,10 +625,7 @@ class ReplayPass {
         const double a = std::fabs(x);
         const Cell c = CellOf(a, params_.k);
         if (!(c.r < kFp32Overflow)) continue;  // the kernel reports the range error
-        const double as = m != nullptr            ? params_.alpha * m[i]
-                          : params_.own_magnitude ? params_.alpha * a
-                                                  : params_.alpha_scale;
-        const double w = Window(params_.band, c.g, as);
+        const double w = Window(params_.band, c.g, AlphaScale(m != nullptr ? m + i : nullptr, a));
         const bool off = !c.on_grid;
         const bool want_hi = (st == 2) != negative;
         const bool moves = (want_hi && !c.up && off) || (!want_hi && c.up);
@@ -633,7 +636,7 @@ class ReplayPass {
     for (auto e = first; e != last; ++e) {
       const double x = xp_[e->position];
       count += ExactNearLimit(x, BitsFloat(e->fp32_bits), params_.k, params_.band,
-                              ExactAlphaScale(e->position, x));
+                              AlphaScaleAt(e->position, x));
     }
     return count;
   }

@@ -159,8 +159,8 @@ function Judge:on_adjudicate(body)
   -- party's own values, which differ by the profiles' divergence: an entry in the outer part
   -- of the judge's window (between w/2 and w from its midpoint for one that moves a value,
   -- 1.5w and 2w for one that does not, the outer quarter of an EXACT entry's tolerance) may
-  -- lie beyond the window at the auditor's, and a
-  -- trainer that knows both profiles can write one there on purpose (THREAT_MODEL.md). The
+  -- lie beyond the window at the auditor's, and a trainer that knows both profiles can write
+  -- one there on purpose (THREAT_MODEL.md). The
   -- judge cannot tell which party is honest then. Where the profiles diverge by at most half
   -- the window, honest runs have no such entry, so a false alarm on them stays the auditor's.
   local claims_illegitimate = type(body.evidence) == "table" and body.evidence.kind == "illegitimate"
